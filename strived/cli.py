@@ -1,0 +1,50 @@
+"""`strived` command line. Subcommands live in `strived/commands/` (auto-discovered)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from . import __version__
+from .errors import StrivedError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="strived",
+        description="STRIVE-D: search dashcam footage in plain language (offline).")
+    p.add_argument("--version", action="version", version=f"strived {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    from . import commands
+
+    for m in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        if m.name.startswith("_"):
+            continue
+        mod = importlib.import_module(f"{commands.__name__}.{m.name}")
+        if hasattr(mod, "register"):
+            mod.register(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except StrivedError as e:
+        print(f"strived: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("strived: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

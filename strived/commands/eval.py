@@ -1,0 +1,58 @@
+"""`strived eval BENCH_DIR`: the paper's metrics table per method and per query."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from ._common import TerminalProgress
+
+
+def register(sub) -> None:
+    p = sub.add_parser("eval", help="evaluate retrieval methods on a benchmark folder (FORMATS.md §2)")
+    p.add_argument("bench", help="benchmark folder with manifest.json and queries.json")
+    p.add_argument("--methods", default=None,
+                   help="comma-separated methods (default: all); see --list-methods")
+    p.add_argument("--list-methods", action="store_true")
+    p.add_argument("--library", default=None,
+                   help="library holding the benchmark items (default: a cache folder per benchmark)")
+    p.add_argument("--index-videos", action="store_true",
+                   help="run perception on video items not yet in the library")
+    p.add_argument("--json", dest="json_out", default=None, help="write the FORMATS.md §3 JSON here")
+    p.add_argument("--markdown", default=None, help="write a markdown report here")
+    p.add_argument("--quiet", action="store_true", help="print only the metrics table")
+    p.set_defaults(func=cmd_eval)
+
+
+def cmd_eval(args) -> int:
+    from ..evaluation.bench import load_benchmark
+    from ..evaluation.runner import (DEFAULT_METHODS, METHODS, format_markdown, format_queries,
+                                     format_table, prepare_library, run_eval)
+
+    if args.list_methods:
+        for name, (_, desc) in METHODS.items():
+            print(f"{name:<16} {desc}")
+        return 0
+    bench = load_benchmark(args.bench)
+    methods = tuple(m.strip() for m in args.methods.split(",")) if args.methods else tuple(
+        m for m in METHODS if m in DEFAULT_METHODS or True)
+    prog = TerminalProgress()
+    lib = prepare_library(bench, Path(args.library) if args.library else None,
+                          index_videos=args.index_videos, progress=prog)
+    with lib:
+        res = run_eval(bench, lib, methods, progress=prog)
+    print(format_table(res))
+    if not args.quiet:
+        print()
+        print(format_queries(res))
+        if res["not_searchable"]:
+            print(f"\n{len(res['not_searchable'])} items have no records in the library and are not "
+                  "ranked by any method (run with --index-videos to perceive the video items)")
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(res, indent=2))
+        print(f"wrote {args.json_out}", file=sys.stderr)
+    if args.markdown:
+        Path(args.markdown).write_text(format_markdown(res) + "\n")
+        print(f"wrote {args.markdown}", file=sys.stderr)
+    return 0

@@ -1,0 +1,76 @@
+"""`strived search "QUERY"`: ranked videos with the peak span and per-source scores."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from ._common import add_library_arg, print_json
+
+
+def register(sub) -> None:
+    p = sub.add_parser("search", help="search a library in plain language")
+    p.add_argument("query")
+    add_library_arg(p)
+    p.add_argument("--top", type=int, default=10)
+    p.add_argument("--sources", default="rule,dense,bm25", help="comma-separated subset of rule,dense,bm25")
+    p.add_argument("--rule", default=None, help="a rule JSON file to use instead of the library's")
+    p.add_argument("--event", default=None, help="use the hand-written rule of this event key")
+    p.add_argument("--weights", default=None, help='fusion weights JSON, e.g. {"rule":1,"dense":0.5,"bm25":0}')
+    p.add_argument("--explain", action="store_true", help="print the matched event, confidence, mode and rule")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_search)
+
+
+def configured_llm():
+    """The user's configured LLM client, or None (offline defaults everywhere)."""
+    try:
+        from ..llm.config import load_llm_config
+        from ..llm.client import LLMClient
+    except ImportError:
+        return None
+    cfg = load_llm_config()
+    return LLMClient(cfg) if cfg.usable else None
+
+
+def cmd_search(args) -> int:
+    from ..engine import search
+    from ..store import Library
+
+    rule = None
+    if args.rule:
+        with open(args.rule, encoding="utf-8") as fh:
+            try:
+                rule = json.load(fh)
+            except json.JSONDecodeError as e:
+                print(f"strived: error: {args.rule}: not valid JSON (line {e.lineno}): {e.msg}", file=sys.stderr)
+                return 1
+    weights = json.loads(args.weights) if args.weights else None
+    llm = configured_llm()
+    with Library.open(args.library) as lib:
+        if len(lib) == 0:
+            print(f"library {lib.folder} is empty: index a folder or import records first")
+            return 0
+        resp = search(lib, args.query, rule=rule, event=args.event, weights=weights,
+                      sources=tuple(s.strip() for s in args.sources.split(",") if s.strip()),
+                      top_k=args.top, llm=llm)
+    if args.json:
+        print_json(resp.to_dict())
+        return 0
+    m = resp.match
+    if args.explain and resp.rule is not None:
+        conf = m.get("confidence")
+        print(f"matched event: {m.get('event')}  confidence: "
+              f"{'-' if conf is None else f'{conf:.2f}'}  mode: {m.get('mode')} ({m.get('source')})")
+        print("rule: " + json.dumps(resp.rule))
+    print(f"weights: " + ", ".join(f"{k}={v:g}" for k, v in resp.weights.items())
+          + f"   ({resp.timings_ms.get('total', 0):.0f} ms)")
+    for n in resp.notices:
+        print(f"note: {n}")
+    if not resp.hits:
+        print("no video matched")
+    for h in resp.hits:
+        span = f"{h.span_s[0]:6.1f}-{h.span_s[1]:5.1f}s" if h.span_s else " " * 13
+        src = "  ".join(f"{s}#{d['rank'] if d['rank'] else '-'}" for s, d in h.per_source.items())
+        print(f"{h.rank:3d}. {h.score:8.4f}  {span}  {h.video_id:<32} {src}")
+    return 0

@@ -1,0 +1,266 @@
+"""The engine facade: what the CLI and the app both call.
+
+``search`` runs the paper's query path: resolve a rule (explicit rule, or the calibrated library's
+matcher/adapter), score it over the library (symbolic source), rank by the dense and BM25 sources
+where they are available, weight the sources by the fusion router, fuse by weighted RRF (k = 60).
+A source that cannot run (no index, no model) is left out with a notice, never silently faked.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from .errors import StrivedError
+from .jobs import CancelFn, ProgressFn, check_cancel, report
+from .retrieval.fusion import RRF_K, weighted_rrf
+from .rules import Rule, RuleScorer, parse_rule
+
+SOURCES = ("rule", "dense", "bm25")
+
+
+@dataclass
+class SearchHit:
+    rank: int
+    video_id: str
+    path: str | None
+    score: float
+    span_s: tuple[float, float] | None
+    per_source: dict[str, dict]
+    peak_track: int | None = None
+
+    def to_dict(self) -> dict:
+        return {"rank": self.rank, "video_id": self.video_id, "path": self.path, "score": self.score,
+                "span_s": list(self.span_s) if self.span_s else None, "per_source": self.per_source,
+                "peak_track": self.peak_track}
+
+
+@dataclass
+class SearchResponse:
+    query: str
+    hits: list[SearchHit]
+    rule: dict | None
+    match: dict
+    weights: dict[str, float]
+    notices: list[str] = field(default_factory=list)
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    sources_used: list[str] = field(default_factory=list)
+    rankings: dict[str, list[str]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"query": self.query, "hits": [h.to_dict() for h in self.hits], "rule": self.rule,
+                "match": self.match, "weights": self.weights, "notices": self.notices,
+                "timings_ms": self.timings_ms, "sources_used": self.sources_used}
+
+
+class SourceUnavailable(StrivedError):
+    """A retrieval source cannot run on this library (missing index, model or module)."""
+
+
+_scorers: "weakref.WeakKeyDictionary[Any, tuple[int, RuleScorer]]" = weakref.WeakKeyDictionary()
+
+
+def scorer_for(library) -> RuleScorer:
+    """A RuleScorer whose column cache is reused until the library's content changes."""
+    ver = library.content_version
+    cached = _scorers.get(library)
+    if cached is None or cached[0] != ver:
+        cached = (ver, RuleScorer(library))
+        _scorers[library] = cached
+    return cached[1]
+
+
+def resolve_query_rule(query: str, *, library=None, llm=None, event: str | None = None) -> tuple[Rule, dict]:
+    """Rule for a query: the calibrated library's matcher/adapter when present, else the
+    hand-written rule of ``event``. Returns (rule, match info)."""
+    if event:
+        from .evaluation.hand_rules import hand_rule
+
+        d = hand_rule(event)
+        if d is None:
+            raise StrivedError(f"no hand-written rule for event {event!r}")
+        return parse_rule(d), {"event": event, "confidence": 1.0, "mode": "hand", "source": "hand",
+                               "notices": []}
+    try:
+        from .rulelib.resolve import resolve_rule
+    except ImportError:
+        raise SourceUnavailable("the calibrated rule library is not installed (strived.rulelib)") from None
+    rr = resolve_rule(query, llm=llm)
+    return rr.rule, {"event": rr.event, "confidence": rr.confidence, "mode": rr.mode,
+                     "source": rr.source, "notices": list(rr.notices),
+                     "exemplar_event": getattr(rr, "exemplar_event", None)}
+
+
+def rule_ranking(library, rule: Rule) -> list[tuple[str, float, int]]:
+    """(video_id, score, peak_track) of videos with a score > 0, best first (ties by id)."""
+    import numpy as np
+
+    res = scorer_for(library).score(rule)
+    nz = np.flatnonzero(res.scores > 0)
+    order = nz[np.lexsort((nz, -res.scores[nz]))]  # ids are sorted, so index order = id order
+    return [(res.video_ids[i], float(res.scores[i]), int(res.peak_track[i])) for i in order]
+
+
+def _dense(library, query: str, top_k: int | None):
+    try:
+        from .retrieval.sources import dense_ranking
+    except ImportError as e:
+        raise SourceUnavailable(f"dense retrieval is not available ({e})") from None
+    return dense_ranking(library, query, top_k=top_k)
+
+
+def _bm25(library, query: str, top_k: int | None):
+    try:
+        from .retrieval.sources import bm25_ranking
+    except ImportError as e:
+        raise SourceUnavailable(f"BM25 retrieval is not available ({e})") from None
+    return bm25_ranking(library, query, top_k=top_k)
+
+
+def route_weights(query: str, llm=None) -> tuple[dict[str, float], str, str | None]:
+    """(weights, router source, notice). Equal weights when no router module is present."""
+    try:
+        from .retrieval.router import route
+    except ImportError:
+        return {s: 1.0 for s in SOURCES}, "equal", "no fusion router installed: equal weights"
+    r = route(query, llm=llm)
+    return dict(r.weights), r.source, r.notice
+
+
+def build_text_index(library, progress: ProgressFn = None, cancel: CancelFn = None) -> str | None:
+    """Build/refresh the dense and BM25 indexes of a library. Returns a notice when unavailable."""
+    try:
+        from .retrieval.sources import ensure_text_index
+    except ImportError as e:
+        return f"dense/BM25 indexing unavailable ({e})"
+    ensure_text_index(library, progress=progress, cancel=cancel)
+    return None
+
+
+def search(library, query: str, *, rule: Rule | dict | None = None, event: str | None = None,
+           weights: dict[str, float] | None = None, sources: Sequence[str] = SOURCES,
+           top_k: int = 50, llm=None, span_k: int = 20, rrf_k: int = RRF_K,
+           progress: ProgressFn = None, cancel: CancelFn = None) -> SearchResponse:
+    """Search a library with a plain-language query.
+
+    ``rule`` (a Rule or rule JSON) overrides rule resolution; ``event`` uses the hand-written rule
+    of a benchmark event key; ``weights`` overrides the router ({"rule", "dense", "bm25"});
+    ``sources`` restricts the sources (one source = that source's own ranking, no fusion).
+    """
+    t_all = time.perf_counter()
+    timings: dict[str, float] = {}
+    notices: list[str] = []
+    rankings: dict[str, list[str]] = {}
+    scores: dict[str, dict[str, float]] = {}
+    spans: dict[str, tuple[float, float]] = {}
+    peaks: dict[str, int] = {}
+    match: dict = {}
+    rule_obj: Rule | None = None
+    unknown = [s for s in sources if s not in SOURCES]
+    if unknown:
+        raise StrivedError(f"unknown source(s) {unknown}; valid: {', '.join(SOURCES)}")
+    steps = len(sources) + 1
+    step = 0
+
+    if "rule" in sources:
+        t0 = time.perf_counter()
+        try:
+            if rule is not None:
+                rule_obj = rule if isinstance(rule, Rule) else parse_rule(rule)
+                match = {"event": rule_obj.event, "confidence": None, "mode": "user", "source": "user",
+                         "notices": []}
+            else:
+                rule_obj, match = resolve_query_rule(query, library=library, llm=llm, event=event)
+            notices.extend(match.get("notices") or [])
+            timings["resolve_rule"] = (time.perf_counter() - t0) * 1e3
+            t1 = time.perf_counter()
+            rr = rule_ranking(library, rule_obj)
+            timings["rule"] = (time.perf_counter() - t1) * 1e3
+            rankings["rule"] = [v for v, _, _ in rr]
+            scores["rule"] = {v: s for v, s, _ in rr}
+            peaks = {v: p for v, _, p in rr}
+        except SourceUnavailable as e:
+            notices.append(f"rule source skipped: {e}")
+        step += 1
+        report(progress, "search", step, steps, message="rule")
+        check_cancel(cancel)
+
+    for name, fn in (("dense", _dense), ("bm25", _bm25)):
+        if name not in sources:
+            continue
+        t0 = time.perf_counter()
+        try:
+            out = fn(library, query, None)
+            rankings[name] = [r[0] for r in out]
+            scores[name] = {r[0]: float(r[1]) for r in out}
+            if name == "dense":
+                for r in out:
+                    if len(r) > 2 and r[2] is not None and r[0] not in spans:
+                        spans.setdefault(("dense", r[0]), tuple(r[2]))  # type: ignore[arg-type]
+        except StrivedError as e:  # a source that cannot run is left out, loudly
+            notices.append(f"{name} source skipped: {e}")
+        timings[name] = (time.perf_counter() - t0) * 1e3
+        step += 1
+        report(progress, "search", step, steps, message=name)
+        check_cancel(cancel)
+
+    used = [s for s in sources if s in rankings]
+    t0 = time.perf_counter()
+    if weights is None:
+        if len(used) > 1:
+            weights, rsrc, note = route_weights(query, llm=llm)
+            match["router"] = rsrc
+            if note:
+                notices.append(note)
+        else:
+            weights = {s: 1.0 for s in used}
+    timings["router"] = (time.perf_counter() - t0) * 1e3
+    w_used = {s: float(weights.get(s, 0.0)) for s in used}
+    if len(used) == 1:
+        only = used[0]
+        fused = [(v, scores[only][v]) for v in rankings[only]]
+    else:
+        fused = weighted_rrf({s: rankings[s] for s in used}, w_used, rrf_k=rrf_k)
+    fused = fused[:top_k]
+
+    # spans: the rule's peak window for the top hits (records needed), else the dense segment
+    t0 = time.perf_counter()
+    hits: list[SearchHit] = []
+    vids_meta = None
+    pos = {s: {v: i + 1 for i, v in enumerate(rankings[s])} for s in used}
+    for k, (vid, sc) in enumerate(fused, start=1):
+        span = None
+        if k <= span_k and rule_obj is not None and vid in scores.get("rule", {}):
+            from .rules.explain import peak_span
+
+            try:
+                span = peak_span(library.get_video(vid), rule_obj, peaks.get(vid))
+            except KeyError:
+                span = None
+        if span is None:
+            span = spans.get(("dense", vid))  # type: ignore[call-overload]
+        per_source = {s: {"rank": pos[s].get(vid), "score": scores[s].get(vid),
+                          "weight": w_used[s],
+                          "contribution": (w_used[s] / (rrf_k + pos[s][vid])) if vid in pos[s] else 0.0}
+                      for s in used}
+        if vids_meta is None:
+            ids = [v for v, _ in fused]
+            vids_meta = dict(library.conn.execute(
+                f"SELECT id, path FROM videos WHERE id IN ({','.join('?' * len(ids))})", ids).fetchall())
+        hits.append(SearchHit(rank=k, video_id=vid, path=vids_meta.get(vid), score=float(sc),
+                              span_s=span, per_source=per_source, peak_track=peaks.get(vid)))
+    timings["spans"] = (time.perf_counter() - t0) * 1e3
+    timings["total"] = (time.perf_counter() - t_all) * 1e3
+    return SearchResponse(query=query, hits=hits, rule=rule_obj.to_dict() if rule_obj else None,
+                          match=match, weights=w_used, notices=notices, timings_ms=timings,
+                          sources_used=used, rankings=rankings)
+
+
+def explain(library, video_id: str, rule: Rule | dict):
+    """Per-track per-frame traces and the peak span of ``rule`` on one video (for the timeline)."""
+    from .rules.explain import explain_video
+
+    r = rule if isinstance(rule, Rule) else parse_rule(rule)
+    return explain_video(library.get_video(video_id), r)

@@ -1,0 +1,1 @@
+"""Benchmark folders (FORMATS.md section 2), the method registry and `run_eval`."""

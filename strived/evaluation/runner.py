@@ -1,0 +1,250 @@
+"""`strived eval`: run every available method over a benchmark folder and report the paper's metrics.
+
+Methods live in a registry (name -> callable(ctx, query) -> ranked ids + spans). A method that
+cannot run here (a missing module or index) is reported under "skipped" with the reason, never
+silently replaced. Items are ranked inside the benchmark's own library (records imported, videos
+indexed when asked); an item the method does not rank counts as not retrieved.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..engine import SourceUnavailable, search
+from ..errors import StrivedError
+from ..jobs import CancelFn, ProgressFn, check_cancel, report
+from ..retrieval.metrics import ACC_KS, query_metrics, summarize
+from .bench import BenchQuery, Benchmark
+
+
+class MethodUnavailable(StrivedError):
+    pass
+
+
+@dataclass
+class MethodOutput:
+    ranking: list[str]
+    spans: dict[str, tuple[float, float]] = field(default_factory=dict)
+    notices: list[str] = field(default_factory=list)
+
+
+@dataclass
+class EvalContext:
+    bench: Benchmark
+    library: object
+    llm: object = None
+
+
+MethodFn = Callable[[EvalContext, BenchQuery], MethodOutput]
+METHODS: dict[str, tuple[MethodFn, str]] = {}
+
+
+def method(name: str, description: str):
+    def deco(fn: MethodFn) -> MethodFn:
+        METHODS[name] = (fn, description)
+        return fn
+    return deco
+
+
+def _from_search(ctx: EvalContext, q: BenchQuery, **kw) -> MethodOutput:
+    try:
+        resp = search(ctx.library, q.text, top_k=10**9, span_k=10, llm=ctx.llm, **kw)
+    except SourceUnavailable as e:
+        raise MethodUnavailable(str(e)) from None
+    srcs = kw.get("sources", ())
+    missing = [s for s in srcs if s not in resp.sources_used]
+    if missing:
+        raise MethodUnavailable("; ".join(n for n in resp.notices if "skipped" in n) or
+                                f"source(s) {missing} unavailable")
+    return MethodOutput([h.video_id for h in resp.hits],
+                        {h.video_id: h.span_s for h in resp.hits if h.span_s}, list(resp.notices))
+
+
+@method("rule-hand", "symbolic path with the hand-written rule of the query's event key (no calibration)")
+def _m_rule_hand(ctx, q):
+    if not q.event:
+        raise MethodUnavailable("query has no event key")
+    from .hand_rules import hand_rule
+
+    if hand_rule(q.event) is None:
+        raise MethodUnavailable(f"no hand-written rule for {q.event}")
+    return _from_search(ctx, q, sources=("rule",), event=q.event)
+
+
+@method("rule", "symbolic path: calibrated library matcher/adapter (the paper's rule source alone)")
+def _m_rule(ctx, q):
+    return _from_search(ctx, q, sources=("rule",))
+
+
+@method("dense", "dense retrieval alone")
+def _m_dense(ctx, q):
+    return _from_search(ctx, q, sources=("dense",))
+
+
+@method("bm25", "BM25 over per-video summaries alone")
+def _m_bm25(ctx, q):
+    return _from_search(ctx, q, sources=("bm25",))
+
+
+@method("equal", "unweighted RRF of rule, dense, BM25")
+def _m_equal(ctx, q):
+    return _from_search(ctx, q, sources=("rule", "dense", "bm25"),
+                        weights={"rule": 1.0, "dense": 1.0, "bm25": 1.0})
+
+
+@method("full", "the full system: routed weighted RRF of rule, dense, BM25")
+def _m_full(ctx, q):
+    return _from_search(ctx, q, sources=("rule", "dense", "bm25"))
+
+
+DEFAULT_METHODS = ("full", "equal", "rule", "dense", "bm25", "rule-hand")
+
+
+def bench_library_dir(bench: Benchmark) -> Path:
+    base = Path(os.environ.get("STRIVED_CACHE", Path.home() / ".cache" / "strived"))
+    h = hashlib.sha1(str(bench.folder.resolve()).encode()).hexdigest()[:10]
+    return base / "bench" / f"{bench.name}-{h}"
+
+
+def prepare_library(bench: Benchmark, library_dir: Path | None = None, *, index_videos: bool = False,
+                    progress: ProgressFn = None, cancel: CancelFn = None):
+    """Open (creating) the benchmark's library and import every records item not yet in it."""
+    from ..records import VideoRecords
+    from ..store import Library
+
+    lib = Library.open(library_dir or bench_library_dir(bench), create=True)
+    todo = [it for it in bench.items if it.records is not None and not lib.has_video(it.id)]
+    recs = []
+    for k, it in enumerate(todo):
+        rec = VideoRecords.load(it.records)
+        if rec.info.id != it.id:
+            rec.info.id = it.id
+        recs.append(rec)
+        report(progress, "import", k + 1, len(todo), item=it.id)
+    if recs:
+        lib.add_videos(recs)
+    if index_videos:
+        vids = [it for it in bench.items if it.video is not None and not lib.has_video(it.id)]
+        if vids:
+            try:
+                from ..indexing.job import index_paths
+            except ImportError:
+                raise StrivedError("video indexing (strived.indexing) is not available") from None
+            index_paths([(it.video, it.id) for it in vids], lib, progress=progress, cancel=cancel)
+    return lib
+
+
+def _span_overlap(span, truths) -> bool:
+    if not span or not truths:
+        return False
+    return any(min(span[1], b) - max(span[0], a) > 0 for a, b in truths)
+
+
+def run_eval(bench: Benchmark, library, methods=DEFAULT_METHODS, *, llm=None,
+             progress: ProgressFn = None, cancel: CancelFn = None) -> dict:
+    """Evaluate ``methods`` on every query. Returns the FORMATS.md section 3 document."""
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise StrivedError(f"unknown method(s) {unknown}; valid: {', '.join(METHODS)}")
+    ctx = EvalContext(bench, library, llm)
+    items = set(bench.item_ids)
+    in_lib = set(library.video_ids()) & items
+    out = {"benchmark": bench.name, "n_items": len(bench.items), "n_queries": len(bench.queries),
+           "n_items_searchable": len(in_lib),
+           "not_searchable": sorted(items - in_lib),
+           "methods": {}, "skipped": {}, "localisation": {}, "latency_ms": {}, "queries": []}
+    per_q: dict[str, dict] = {q.id: {"id": q.id, "text": q.text, "event": q.event,
+                                     "n_relevant": len(q.relevant), "methods": {}} for q in bench.queries}
+    total = len(methods) * len(bench.queries)
+    done = 0
+    for m in methods:
+        fn = METHODS[m][0]
+        rows, loc_hits, loc_n, lat = [], 0, 0, []
+        try:
+            for q in bench.queries:
+                check_cancel(cancel)
+                t0 = time.perf_counter()
+                res = fn(ctx, q)
+                lat.append((time.perf_counter() - t0) * 1e3)
+                ranked = [v for v in res.ranking if v in items]
+                qm = query_metrics(ranked, q.relevant, q.ambiguous)
+                rows.append(qm)
+                clean = [v for v in ranked if v not in set(q.ambiguous)]
+                entry = {"rank_of_first_relevant": qm["rank_of_first_relevant"], "AP": qm["AP"],
+                         "top": clean[:10]}
+                if clean and clean[0] in q.relevant and q.spans.get(clean[0]):
+                    loc_n += 1
+                    ok = _span_overlap(res.spans.get(clean[0]), q.spans[clean[0]])
+                    loc_hits += ok
+                    entry["top1_span"] = list(res.spans[clean[0]]) if res.spans.get(clean[0]) else None
+                    entry["top1_span_overlaps_truth"] = ok
+                per_q[q.id]["methods"][m] = entry
+                done += 1
+                report(progress, "eval", done, total, item=f"{m} {q.id}")
+        except MethodUnavailable as e:
+            out["skipped"][m] = str(e)
+            for q in bench.queries:
+                per_q[q.id]["methods"].pop(m, None)
+            done += len(bench.queries) - len(rows)
+            continue
+        out["methods"][m] = summarize(rows)
+        out["localisation"][m] = {"top1_relevant_with_span": loc_n,
+                                  "span_overlap": (loc_hits / loc_n) if loc_n else None}
+        lat.sort()
+        out["latency_ms"][m] = {"median": lat[len(lat) // 2] if lat else None, "max": lat[-1] if lat else None}
+    out["queries"] = list(per_q.values())
+    return out
+
+
+def format_table(res: dict) -> str:
+    cols = ["MRR", "mAP"] + [f"Acc@{k}" for k in ACC_KS]
+    lines = [f"benchmark {res['benchmark']}: {res['n_items']} items ({res['n_items_searchable']} searchable), "
+             f"{res['n_queries']} queries; values in %"]
+    lines.append(f"{'method':<12}" + "".join(f"{c:>8}" for c in cols) + f"{'loc':>8}")
+    for m, v in res["methods"].items():
+        loc = res["localisation"].get(m, {}).get("span_overlap")
+        lines.append(f"{m:<12}" + "".join(f"{100 * v[c]:8.1f}" for c in cols) +
+                     (f"{100 * loc:8.1f}" if loc is not None else f"{'-':>8}"))
+    for m, why in res["skipped"].items():
+        lines.append(f"{m:<12}  skipped: {why}")
+    return "\n".join(lines)
+
+
+def format_queries(res: dict) -> str:
+    methods = list(res["methods"])
+    lines = [f"{'query':<6}{'event':<22}{'n':>3} " + "".join(f"{m[:10]:>11}" for m in methods)
+             + "   (rank of first relevant)"]
+    for q in res["queries"]:
+        cells = []
+        for m in methods:
+            r = q["methods"].get(m, {}).get("rank_of_first_relevant")
+            cells.append(f"{'-' if r is None else r:>11}")
+        lines.append(f"{q['id']:<6}{(q['event'] or '')[:21]:<22}{q['n_relevant']:>3} " + "".join(cells))
+    return "\n".join(lines)
+
+
+def format_markdown(res: dict) -> str:
+    cols = ["MRR", "mAP"] + [f"Acc@{k}" for k in ACC_KS]
+    out = [f"**{res['benchmark']}**: {res['n_items']} items ({res['n_items_searchable']} searchable), "
+           f"{res['n_queries']} queries. Values in %.", "",
+           "| method | " + " | ".join(cols) + " | top-1 span overlap |",
+           "|---" * (len(cols) + 2) + "|"]
+    for m, v in res["methods"].items():
+        loc = res["localisation"].get(m, {}).get("span_overlap")
+        out.append(f"| {m} | " + " | ".join(f"{100 * v[c]:.1f}" for c in cols) +
+                   f" | {'-' if loc is None else f'{100 * loc:.0f}'} |")
+    if res["skipped"]:
+        out.append("")
+        for m, why in res["skipped"].items():
+            out.append(f"- `{m}` skipped: {why}")
+    out += ["", "| query | event | n rel | " + " | ".join(res["methods"]) + " |",
+            "|---" * (3 + len(res["methods"])) + "|"]
+    for q in res["queries"]:
+        cells = [str(q["methods"].get(m, {}).get("rank_of_first_relevant") or "-") for m in res["methods"]]
+        out.append(f"| {q['id']} | {q['event']} | {q['n_relevant']} | " + " | ".join(cells) + " |")
+    return "\n".join(out)

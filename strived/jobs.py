@@ -1,0 +1,40 @@
+"""The progress/cancel protocol every long engine job follows (CLI and app wrap it the same way)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from .errors import Cancelled
+
+
+@dataclass
+class ProgressEvent:
+    """One progress report. ``done``/``total`` count work units of ``stage`` (videos, frames...)."""
+
+    stage: str
+    done: int
+    total: int
+    item: str | None = None
+    message: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def fraction(self) -> float:
+        return 0.0 if self.total <= 0 else min(1.0, self.done / self.total)
+
+
+ProgressFn = Optional[Callable[[ProgressEvent], None]]
+CancelFn = Optional[Callable[[], bool]]
+
+
+def report(progress: ProgressFn, stage: str, done: int, total: int, item: str | None = None,
+           message: str | None = None, **extra) -> None:
+    if progress is not None:
+        progress(ProgressEvent(stage, done, total, item, message, dict(extra)))
+
+
+def check_cancel(cancel: CancelFn) -> None:
+    """Raise Cancelled when the caller asked to stop. Call between batches of work."""
+    if cancel is not None and cancel():
+        raise Cancelled()

@@ -1,0 +1,397 @@
+"""Columnar, in-memory view of every track of a corpus, plus the per-track window features the
+fast scorer reads.
+
+Object-frames of all tracks are concatenated (track-major, time-ordered inside a track); ``start``
+and ``length`` index each track's slice. The ego series of each video is one more "track" in a
+separate table, so the same kernels serve both roles.
+
+Features (per track, computed once per (field, window, direction) and cached, in memory and on
+disk for a library) implement the paper's soft-score kernel (appendix, Eq. "dsl_soft"):
+``max_{0 < t2 - t1 <= window} phi(t2) - phi(t1)`` (positive direction) and the mirrored negative
+one; the unsigned change is the larger of the two. NaN samples take no part.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..records import EGO_FIELDS as RAW_EGO_FIELDS, OBJECT_FIELDS as RAW_OBJECT_FIELDS, VideoRecords
+
+#: Windows are inclusive to within this many seconds, so that frame times with rounding noise
+#: (4.3 - 0.3 = 3.9999999999999996 or 4.000000000000001) count the same on every path.
+T_EPS = 1e-3
+#: Two consecutive samples further apart than this break a monotonic run (a dropped track stretch).
+TREND_MAX_GAP_S = 1.0
+_US = 1_000_000  # time quantum for exact window search: microseconds
+
+
+@dataclass
+class Series:
+    """Concatenated per-frame values of many tracks (or ego series)."""
+
+    owner: np.ndarray  # int32 [T] video index of each track
+    start: np.ndarray  # int64 [T]
+    length: np.ndarray  # int64 [T]
+    t: np.ndarray  # float64 [N] time of each sample
+    values: dict[str, np.ndarray]  # field -> float32 [N]
+    _feat: dict = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return int(self.start.shape[0])
+
+    def sample_track(self) -> np.ndarray:
+        """Track index of every sample (int32 [N])."""
+        key = ("sample_track",)
+        if key not in self._feat:
+            self._feat[key] = np.repeat(np.arange(self.n, dtype=np.int32), self.length)
+        return self._feat[key]
+
+
+class TrackColumns:
+    """All tracks and ego series of a corpus in columns; window features cached per key."""
+
+    def __init__(self, video_ids: list[str], tracks: Series, ego: Series, track_cls: np.ndarray,
+                 cls_names: list[str], track_ids: np.ndarray, cache_dir: Path | None = None,
+                 cache_tag: str | None = None):
+        self.video_ids = video_ids
+        self.vindex = {v: i for i, v in enumerate(video_ids)}
+        self.tracks = tracks
+        self.ego = ego
+        self.track_cls = track_cls  # int16 [T] code into cls_names
+        self.cls_names = cls_names
+        self.track_ids = track_ids  # int64 [T]
+        self.cache_dir = cache_dir
+        self.cache_tag = cache_tag
+
+    @property
+    def n_videos(self) -> int:
+        return len(self.video_ids)
+
+    # ------------------------------------------------------------------ building
+    @classmethod
+    def from_records(cls, recs: list[VideoRecords]) -> "TrackColumns":
+        recs = sorted(recs, key=lambda r: r.info.id)
+        ids = [r.info.id for r in recs]
+        if len(set(ids)) != len(ids):
+            raise ValueError("duplicate video ids in corpus")
+        cls_names: list[str] = []
+        code: dict[str, int] = {}
+        owner, tids, tcls, tlen, tt = [], [], [], [], []
+        vals = {f: [] for f in RAW_OBJECT_FIELDS}
+        e_len, e_t = [], []
+        e_vals = {f: [] for f in RAW_EGO_FIELDS}
+        for vi, r in enumerate(recs):
+            for tr in r.tracks:
+                owner.append(vi)
+                tids.append(tr.track_id)
+                if tr.cls not in code:
+                    code[tr.cls] = len(cls_names)
+                    cls_names.append(tr.cls)
+                tcls.append(code[tr.cls])
+                tlen.append(len(tr))
+                tt.append(r.t[tr.pos])
+                for f in RAW_OBJECT_FIELDS:
+                    vals[f].append(tr.fields[f].astype(np.float32))
+            e_len.append(len(r.t))
+            e_t.append(r.t)
+            for f in RAW_EGO_FIELDS:
+                e_vals[f].append(r.ego[f].astype(np.float32))
+        tracks = _series(np.asarray(owner, np.int32), np.asarray(tlen, np.int64), tt, vals)
+        ego = _series(np.arange(len(recs), dtype=np.int32), np.asarray(e_len, np.int64), e_t, e_vals)
+        return cls(ids, tracks, ego, np.asarray(tcls, np.int16), cls_names, np.asarray(tids, np.int64))
+
+    @classmethod
+    def from_library(cls, lib) -> "TrackColumns":
+        """Read every track of a library (one sequential scan of the tracks table)."""
+        from ..store.library import _arr
+
+        ids: list[str] = []
+        vindex: dict[str, int] = {}
+        e_len, e_t = [], []
+        e_vals = {f: [] for f in RAW_EGO_FIELDS}
+        v_t: list[np.ndarray] = []
+        for vid, tb, eb in lib.iter_video_series():
+            vindex[vid] = len(ids)
+            ids.append(vid)
+            t = _arr(tb, np.float64)
+            v_t.append(t)
+            e_len.append(len(t))
+            e_t.append(t)
+            for f in RAW_EGO_FIELDS:
+                e_vals[f].append(_arr(eb[f], np.float64).astype(np.float32))
+        cls_names: list[str] = []
+        code: dict[str, int] = {}
+        owner, tids, tcls, tlen, tt = [], [], [], [], []
+        vals = {f: [] for f in RAW_OBJECT_FIELDS}
+        for vid, track, c, pos_b, fb in lib.iter_track_rows():
+            vi = vindex[vid]
+            pos = _arr(pos_b, np.int32)
+            owner.append(vi)
+            tids.append(track)
+            if c not in code:
+                code[c] = len(cls_names)
+                cls_names.append(c)
+            tcls.append(code[c])
+            tlen.append(len(pos))
+            tt.append(v_t[vi][pos])
+            for f in RAW_OBJECT_FIELDS:
+                vals[f].append(_arr(fb[f], np.float32))
+        tracks = _series(np.asarray(owner, np.int32), np.asarray(tlen, np.int64), tt, vals)
+        ego = _series(np.arange(len(ids), dtype=np.int32), np.asarray(e_len, np.int64), e_t, e_vals)
+        tag = f"{lib.meta_get('created_at')}-{lib.content_version}"
+        tag = hashlib.sha1(tag.encode()).hexdigest()[:12]
+        return cls(ids, tracks, ego, np.asarray(tcls, np.int16), cls_names, np.asarray(tids, np.int64),
+                   cache_dir=lib.cache_dir, cache_tag=tag)
+
+    # ------------------------------------------------------------------ fields
+    def series_for(self, field_name: str) -> tuple[Series, np.ndarray]:
+        """(series, values) for a rule field, with derived fields (abs_loc_x, heading) computed."""
+        if field_name in ("speed", "yaw_rate", "accel", "heading"):
+            s = self.ego
+            if field_name == "heading" and "heading" not in s.values:
+                s.values["heading"] = _integrate(s, s.values["yaw_rate"])
+            return s, s.values[field_name]
+        s = self.tracks
+        if field_name == "abs_loc_x" and "abs_loc_x" not in s.values:
+            s.values["abs_loc_x"] = np.abs(s.values["loc_x"])
+        return s, s.values[field_name]
+
+    # ------------------------------------------------------------------ cached features
+    def _cached(self, key: tuple, compute):
+        s = self.ego if key[1] in ("speed", "yaw_rate", "accel", "heading") else self.tracks
+        if key in s._feat:
+            return s._feat[key]
+        path = None
+        if self.cache_dir is not None and self.cache_tag:
+            name = "-".join(str(k) for k in key).replace("/", "_")
+            path = self.cache_dir / f"feat-{self.cache_tag}-{name}.npy"
+            if path.exists():
+                try:
+                    arr = np.load(path)
+                    s._feat[key] = arr
+                    return arr
+                except (OSError, ValueError):
+                    pass
+        arr = compute()
+        s._feat[key] = arr
+        if path is not None:
+            try:
+                tmp = path.with_suffix(".tmp.npy")
+                np.save(tmp, arr)
+                tmp.replace(path)
+            except OSError:
+                pass  # a cache that cannot be written is only slower
+        return arr
+
+    def window_change(self, field_name: str, window_s: float, direction: str | None) -> np.ndarray:
+        """Per-track max change within window (float64 [T]); direction None = unsigned."""
+        if direction is None:
+            return np.maximum(self.window_change(field_name, window_s, "positive"),
+                              self.window_change(field_name, window_s, "negative"))
+        key = ("wc", field_name, round(float(window_s), 6), direction)
+        return self._cached(key, lambda: _window_change(*self.series_for(field_name), window_s, direction))
+
+    def trend_run(self, field_name: str, direction: str) -> np.ndarray:
+        """Per-track longest steady run in seconds (float64 [T])."""
+        key = ("tr", field_name, direction)
+        return self._cached(key, lambda: _trend_run(*self.series_for(field_name), direction))
+
+    def minmax(self, field_name: str) -> tuple[np.ndarray, np.ndarray]:
+        key = ("mm", field_name)
+        return self._cached(key, lambda: _minmax(*self.series_for(field_name)))
+
+    def mean(self, field_name: str) -> np.ndarray:
+        key = ("mean", field_name)
+        return self._cached(key, lambda: _mean(*self.series_for(field_name)))
+
+    def fraction_satisfying(self, field_name: str, op: str, value: float) -> np.ndarray:
+        """Per-track fraction of valid samples where op(field, value) holds (not cached)."""
+        s, v = self.series_for(field_name)
+        valid = ~np.isnan(v)
+        ok = _compare(v, op, value) & valid
+        st = s.sample_track()
+        n_ok = np.bincount(st, weights=ok, minlength=s.n)
+        n_valid = np.bincount(st, weights=valid, minlength=s.n)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(n_valid > 0, n_ok / np.maximum(n_valid, 1), 0.0)
+
+
+# ---------------------------------------------------------------------- kernels
+def _series(owner, length, t_list, vals) -> Series:
+    start = np.zeros(len(length), np.int64)
+    if len(length):
+        start[1:] = np.cumsum(length)[:-1]
+    t = np.concatenate(t_list).astype(np.float64) if t_list else np.zeros(0)
+    values = {f: (np.concatenate(v).astype(np.float32) if v else np.zeros(0, np.float32))
+              for f, v in vals.items()}
+    return Series(owner=owner, start=start, length=length, t=t, values=values)
+
+
+def _compare(v: np.ndarray, op: str, x: float) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        if op == "lt":
+            return v < x
+        if op == "le":
+            return v <= x
+        if op == "gt":
+            return v > x
+        return v >= x
+
+
+def _valid_view(s: Series, v: np.ndarray):
+    """Compress to valid (non-NaN) samples: values, times, track index, per-track count/start."""
+    valid = ~np.isnan(v)
+    st = s.sample_track()
+    if valid.all():
+        vv, tt, tr = v.astype(np.float64), s.t, st
+        cnt = s.length
+    else:
+        vv, tt, tr = v[valid].astype(np.float64), s.t[valid], st[valid]
+        cnt = np.bincount(tr, minlength=s.n).astype(np.int64)
+    vstart = np.zeros(s.n, np.int64)
+    if s.n:
+        vstart[1:] = np.cumsum(cnt)[:-1]
+    return vv, tt, tr, cnt, vstart
+
+
+def _window_end(tt: np.ndarray, tr: np.ndarray, window_s: float) -> np.ndarray:
+    """For each sample i, the last index j of the same track with t_j - t_i <= window (+T_EPS)."""
+    if tt.size == 0:
+        return np.zeros(0, np.int64)
+    # exact integer keys: track-major, microsecond time relative to the track's first sample
+    t_us = np.round(tt * _US).astype(np.int64)
+    first = np.zeros(int(tr.max()) + 1, np.int64)
+    # first sample time of each track (tracks are contiguous and ordered)
+    change = np.flatnonzero(np.r_[True, tr[1:] != tr[:-1]])
+    first[tr[change]] = t_us[change]
+    rel = t_us - first[tr]
+    span = int(rel.max()) + int(round((window_s + T_EPS) * _US)) + 1
+    key = tr.astype(np.int64) * span + rel
+    return np.searchsorted(key, key + int(round((window_s + T_EPS) * _US)), side="right") - 1
+
+
+def _range_extreme(vv: np.ndarray, lo: np.ndarray, hi: np.ndarray, fn) -> np.ndarray:
+    """fn (np.maximum or np.minimum) over vv[lo:hi+1] for every query (lo <= hi), sparse-table
+    style, keeping only one level in memory at a time."""
+    out = np.empty(lo.shape[0], np.float64)
+    length = hi - lo + 1
+    level = np.floor(np.log2(np.maximum(length, 1))).astype(np.int64)
+    cur = vv
+    width = 1
+    for k in range(int(level.max()) + 1 if level.size else 0):
+        sel = np.flatnonzero(level == k)
+        if sel.size:
+            a = cur[lo[sel]]
+            b = cur[hi[sel] - width + 1]
+            out[sel] = fn(a, b)
+        nxt = fn(cur[:-width], cur[width:]) if cur.shape[0] > width else cur[:0]
+        cur = np.concatenate([nxt, cur[-width:]]) if cur.shape[0] > width else cur
+        width *= 2
+    return out
+
+
+def _window_change(s: Series, v: np.ndarray, window_s: float, direction: str) -> np.ndarray:
+    res = np.zeros(s.n, np.float64)
+    vv, tt, tr, cnt, vstart = _valid_view(s, v)
+    if vv.size < 2:
+        return res
+    end = _window_end(tt, tr, window_s)
+    idx = np.arange(vv.size)
+    has = end > idx
+    lo, hi = idx[has] + 1, end[has]
+    if direction == "positive":
+        best = _range_extreme(vv, lo, hi, np.maximum) - vv[has]
+    else:
+        best = vv[has] - _range_extreme(vv, lo, hi, np.minimum)
+    best = np.maximum(best, 0.0)
+    _group_max(res, tr[has], best)
+    return res
+
+
+def _group_max(res: np.ndarray, groups: np.ndarray, vals: np.ndarray) -> None:
+    """res[g] = max(res[g], max of vals in group g); groups are sorted."""
+    if vals.size == 0:
+        return
+    starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
+    m = np.maximum.reduceat(vals, starts)
+    g = groups[starts]
+    res[g] = np.maximum(res[g], m)
+
+
+def smooth3(vv: np.ndarray, tr: np.ndarray) -> np.ndarray:
+    """Centred 3-sample moving average inside each track (ends use the samples that exist)."""
+    n = vv.size
+    if n == 0:
+        return vv.copy()
+    same_prev = np.r_[False, tr[1:] == tr[:-1]]
+    same_next = np.r_[tr[:-1] == tr[1:], False]
+    prev = np.where(same_prev, np.r_[0.0, vv[:-1]], 0.0)
+    nxt = np.where(same_next, np.r_[vv[1:], 0.0], 0.0)
+    return (vv + prev + nxt) / (1.0 + same_prev + same_next)
+
+
+def _trend_run(s: Series, v: np.ndarray, direction: str) -> np.ndarray:
+    """Longest run (s) of consecutive valid samples along which the 3-sample-smoothed field moves
+    strictly in ``direction``; a gap over TREND_MAX_GAP_S breaks a run."""
+    res = np.zeros(s.n, np.float64)
+    vv, tt, tr, cnt, vstart = _valid_view(s, v)
+    if vv.size < 2:
+        return res
+    sm = smooth3(vv, tr)
+    sign = 1.0 if direction == "increasing" else -1.0
+    step_ok = ((tr[1:] == tr[:-1]) & ((tt[1:] - tt[:-1]) <= TREND_MAX_GAP_S)
+               & (sign * (sm[1:] - sm[:-1]) > 0))
+    if not step_ok.any():
+        return res
+    # runs of consecutive ok steps: step k joins sample k and k+1
+    ok = step_ok.astype(np.int8)
+    d = np.diff(np.r_[0, ok, 0])
+    run_start = np.flatnonzero(d == 1)  # first step index
+    run_end = np.flatnonzero(d == -1)  # one past last step index
+    dur = tt[run_end] - tt[run_start]  # sample run_end is the last sample of the run
+    _group_max(res, tr[run_start], dur)
+    return res
+
+
+def _minmax(s: Series, v: np.ndarray):
+    mn = np.full(s.n, np.nan)
+    mx = np.full(s.n, np.nan)
+    vv, tt, tr, cnt, vstart = _valid_view(s, v)
+    nz = np.flatnonzero(cnt > 0)
+    if nz.size:
+        mn[nz] = np.minimum.reduceat(vv, vstart[nz])
+        mx[nz] = np.maximum.reduceat(vv, vstart[nz])
+    return mn, mx
+
+
+def _mean(s: Series, v: np.ndarray):
+    out = np.full(s.n, np.nan)
+    vv, tt, tr, cnt, vstart = _valid_view(s, v)
+    nz = np.flatnonzero(cnt > 0)
+    if nz.size:
+        out[nz] = np.add.reduceat(vv, vstart[nz]) / cnt[nz]
+    return out
+
+
+def _integrate(s: Series, yaw_rate: np.ndarray) -> np.ndarray:
+    """Heading (rad) per ego sample: trapezoidal integral of yaw_rate from the series start;
+    NaN yaw_rate contributes nothing (heading holds)."""
+    y = np.nan_to_num(yaw_rate.astype(np.float64), nan=0.0)
+    out = np.zeros(y.size, np.float64)
+    if y.size < 2:
+        return out.astype(np.float32)
+    st = s.sample_track()
+    dt = np.diff(s.t)
+    inc = 0.5 * (y[1:] + y[:-1]) * dt
+    inc[st[1:] != st[:-1]] = 0.0
+    cum = np.r_[0.0, np.cumsum(inc)]
+    # restart at each series start
+    base = cum[s.start[s.length > 0]]
+    offs = np.repeat(base, s.length[s.length > 0])
+    out = cum - offs
+    return out.astype(np.float32)

@@ -1,0 +1,245 @@
+"""Why a video scored what it did: per-track per-frame signal traces, the peak track and the time
+span where the score peaked (the UI's timeline draws these; exports use the span as the clip).
+
+Per-frame soft trace of a temporal_change constraint at sample t2:
+``min(1, max_{t1 : 0 < t2 - t1 <= window} change(t1, t2) / delta)``; its maximum over t2 is the
+track's s_c. For monotonic_trend the trace is the length of the steady run ending at t2, scored the
+same way. The span is the window (t1, t2) (or the run) that realised the largest weighted term of
+the peak track.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..records import VideoRecords
+from .columns import T_EPS, TREND_MAX_GAP_S
+from .model import EGO_FIELDS, OBJECT_FIELDS, Rule, SoftScore
+from .reference import (candidate_tracks, ego_series, op_holds, score_video, smoothed,
+                        track_series, valid_points)
+
+
+@dataclass
+class TrackTrace:
+    track: int  # track id; -1 for the ego series
+    cls: str
+    t: np.ndarray
+    values: dict[str, np.ndarray]
+    soft: dict[str, np.ndarray]
+    gates: dict[str, np.ndarray]
+    combined: np.ndarray
+    unit_score: float
+    soft_max: dict[str, float] = field(default_factory=dict)
+    spans: dict[str, tuple[float, float] | None] = field(default_factory=dict)
+
+
+@dataclass
+class Explanation:
+    video_id: str
+    score: float
+    hard_ok: bool
+    span_s: tuple[float, float] | None
+    peak_track: int | None
+    traces: list[TrackTrace]
+    ego: TrackTrace | None = None
+    gate_results: dict[str, bool] = field(default_factory=dict)
+
+
+def _change_trace(times, values, c: SoftScore):
+    """Per-sample best change ending there, and the (t1, t2) of the overall best."""
+    pts = [(i, float(t), float(v)) for i, (t, v) in enumerate(zip(times, values)) if not math.isnan(v)]
+    trace = np.zeros(len(times))
+    best, best_span = 0.0, None
+    for b in range(len(pts)):
+        i2, t2, v2 = pts[b]
+        local = 0.0
+        local_t1 = None
+        for a in range(b - 1, -1, -1):
+            _, t1, v1 = pts[a]
+            if t2 - t1 > c.window_s + T_EPS:
+                break
+            d = v2 - v1 if c.direction == "positive" else v1 - v2 if c.direction == "negative" else abs(v2 - v1)
+            if d > local:
+                local, local_t1 = d, t1
+        trace[i2] = min(1.0, local / c.magnitude)
+        if local > best:
+            best, best_span = local, (local_t1, t2)
+    return trace, min(1.0, best / c.magnitude), best_span
+
+
+def _trend_trace(times, values, c: SoftScore):
+    idx = [i for i, v in enumerate(values) if not math.isnan(v)]
+    pts = [(float(times[i]), float(values[i])) for i in idx]
+    trace = np.zeros(len(times))
+    if len(pts) < 2:
+        return trace, 0.0, None
+    sm = smoothed(pts)
+    sign = 1.0 if c.direction == "increasing" else -1.0
+    best, span, run_start = 0.0, None, None
+    for k in range(len(pts) - 1):
+        ok = (pts[k + 1][0] - pts[k][0] <= TREND_MAX_GAP_S) and sign * (sm[k + 1] - sm[k]) > 0
+        if ok:
+            if run_start is None:
+                run_start = pts[k][0]
+            dur = pts[k + 1][0] - run_start
+            trace[idx[k + 1]] = min(1.0, dur / (2.0 * c.min_duration_s))
+            if dur > best:
+                best, span = dur, (run_start, pts[k + 1][0])
+        else:
+            run_start = None
+    return trace, min(1.0, best / (2.0 * c.min_duration_s)), span
+
+
+def _soft_trace(times, values, c: SoftScore):
+    return _change_trace(times, values, c) if c.type == "temporal_change" else _trend_trace(times, values, c)
+
+
+def explain_video(rec: VideoRecords, rule: Rule, score_hint: float | None = None) -> Explanation:
+    """Explain ``rule`` on one video (see module doc). The score equals the scorers' score."""
+    is_ego = rule.entity.role == "ego"
+    score = score_video(rec, rule)
+    fields = rule.fields()
+    ego_fields = [f for f in fields if f in EGO_FIELDS]
+    obj_fields = [f for f in fields if f in OBJECT_FIELDS]
+
+    # the ego series as a trace (always built when the rule reads an ego field)
+    ego_trace = None
+    if ego_fields or is_ego:
+        vals = {f: np.asarray(ego_series(rec, f), np.float64) for f in (ego_fields or ["speed"])}
+        ego_trace = TrackTrace(track=-1, cls="ego", t=rec.t.copy(), values=vals, soft={}, gates={},
+                               combined=np.zeros(len(rec.t)), unit_score=0.0)
+        for c in rule.soft_scores:
+            if c.field in EGO_FIELDS:
+                tr_, smax, span = _soft_trace(rec.t, vals[c.field], c)
+                ego_trace.soft[c.name], ego_trace.soft_max[c.name], ego_trace.spans[c.name] = tr_, smax, span
+        for g in rule.hard_gates:
+            if g.field in EGO_FIELDS:
+                ego_trace.gates[g.describe()] = np.array([op_holds(v, g.op, g.value) for v in vals[g.field]])
+
+    units = []
+    if is_ego:
+        units = [ego_trace]
+    else:
+        for tr in candidate_tracks(rec, rule):
+            t = rec.t[tr.pos]
+            vals = {f: np.asarray(track_series(rec, tr, f), np.float64) for f in obj_fields or ["distance"]}
+            tt = TrackTrace(track=tr.track_id, cls=tr.cls, t=t, values=vals, soft={}, gates={},
+                            combined=np.zeros(len(t)), unit_score=0.0)
+            for c in rule.soft_scores:
+                if c.field in EGO_FIELDS:
+                    # shared ego value, resampled onto this track's frames for plotting
+                    tt.soft[c.name] = ego_trace.soft[c.name][tr.pos]
+                    tt.soft_max[c.name] = ego_trace.soft_max[c.name]
+                    tt.spans[c.name] = ego_trace.spans[c.name]
+                else:
+                    tt.soft[c.name], tt.soft_max[c.name], tt.spans[c.name] = _soft_trace(t, vals[c.field], c)
+            for g in rule.hard_gates:
+                if g.field not in EGO_FIELDS:
+                    tt.gates[g.describe()] = np.array([op_holds(v, g.op, g.value) for v in vals[g.field]])
+            units.append(tt)
+
+    # min_fraction, per-unit weighted mean (same decisions as the scorers)
+    if rule.soft_scores and units:
+        wsum = sum(c.weight for c in rule.soft_scores)
+        for c in rule.soft_scores:
+            if c.min_fraction is not None:
+                frac = sum(1 for u in units if u.soft_max[c.name] >= 0.5) / len(units)
+                if frac < c.min_fraction - 1e-12:
+                    for u in units:
+                        u.soft_max[c.name] = 0.0
+        for u in units:
+            u.unit_score = sum(c.weight * u.soft_max[c.name] for c in rule.soft_scores) / wsum
+            u.combined = sum(c.weight * u.soft[c.name] for c in rule.soft_scores) / wsum
+    else:
+        for u in units:
+            u.unit_score = 1.0
+            u.combined = np.ones(len(u.t))
+
+    gate_results = {}
+    for g in rule.hard_gates:
+        name = g.describe()
+        if g.field in EGO_FIELDS:
+            src = [ego_trace]
+        else:
+            src = [u for u in units if u is not ego_trace]
+        if g.min_time_fraction is None:
+            gate_results[name] = any(bool(u.gates[name].any()) for u in src)
+        else:
+            ok = False
+            for u in src:
+                vals = [v for v in u.values[g.field] if not math.isnan(v)]
+                if vals and sum(op_holds(v, g.op, g.value) for v in vals) / len(vals) >= g.min_time_fraction - 1e-12:
+                    ok = True
+            gate_results[name] = ok
+    hard_ok = all(gate_results.values())
+
+    peak_track, span = None, None
+    if units and score > 0:
+        peak = max(units, key=lambda u: (u.unit_score, -u.track))
+        peak_track = None if is_ego else peak.track
+        if rule.soft_scores:
+            c_best = max(rule.soft_scores, key=lambda c: (c.weight * peak.soft_max[c.name]))
+            span = peak.spans.get(c_best.name)
+        if span is None and len(peak.t):
+            span = (float(peak.t[0]), float(peak.t[-1]))
+    if span is not None:
+        span = (float(span[0]), float(span[1]))
+    traces = [u for u in units if u is not ego_trace]
+    return Explanation(video_id=rec.info.id, score=float(score), hard_ok=hard_ok, span_s=span,
+                       peak_track=peak_track, traces=traces, ego=ego_trace, gate_results=gate_results)
+
+
+def _pairwise_best(t: np.ndarray, v: np.ndarray, c: SoftScore):
+    """(best change, (t1, t2)) by a vectorised pair matrix; for one track (n up to a few thousand)."""
+    ok = ~np.isnan(v)
+    t, v = t[ok].astype(np.float64), v[ok].astype(np.float64)
+    if t.size < 2:
+        return 0.0, None
+    dt = t[None, :] - t[:, None]  # [i, j] = t_j - t_i
+    valid = (dt > 0) & (dt <= c.window_s + T_EPS)
+    dv = v[None, :] - v[:, None]
+    if c.direction == "negative":
+        dv = -dv
+    elif c.direction is None:
+        dv = np.abs(dv)
+    dv = np.where(valid, dv, -np.inf)
+    k = int(np.argmax(dv))
+    i, j = divmod(k, dv.shape[1])
+    if not np.isfinite(dv[i, j]) or dv[i, j] <= 0:
+        return 0.0, None
+    return float(dv[i, j]), (float(t[i]), float(t[j]))
+
+
+def peak_span(rec: VideoRecords, rule: Rule, peak_track: int | None) -> tuple[float, float] | None:
+    """The event span for a scored video without building full traces (fast path for result lists):
+    the window of the peak unit's largest weighted soft term (the same choice `explain_video` makes)."""
+    from .columns import TrackColumns
+    from .scorer import soft_values
+
+    if rule.entity.role == "ego" or peak_track is None or peak_track < 0:
+        t_unit, get = rec.t, None
+    else:
+        try:
+            tr = rec.track(int(peak_track))
+        except KeyError:
+            return None
+        t_unit = rec.t[tr.pos]
+    best, span = -1.0, None
+    for c in rule.soft_scores:
+        if c.field in EGO_FIELDS:
+            t, vals = rec.t, np.asarray(ego_series(rec, c.field), np.float64)
+        else:
+            t, vals = t_unit, np.asarray(track_series(rec, tr, c.field), np.float64)
+        if c.type == "temporal_change":
+            ch, sp = _pairwise_best(t, vals, c)
+            s = min(1.0, ch / c.magnitude)
+        else:
+            _, s, sp = _trend_trace(t, vals, c)
+        if sp is not None and c.weight * s > best:
+            best, span = c.weight * s, sp
+    if span is None and len(t_unit):
+        span = (float(t_unit[0]), float(t_unit[-1]))
+    return span

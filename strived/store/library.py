@@ -1,0 +1,289 @@
+"""A library: one folder with ``library.sqlite`` (videos, tracks, indexing state...), ``cache/``
+(derived column/feature caches, safe to delete) and ``dense/`` (vector index files).
+
+Every write of a video (its row and all its tracks) happens in one SQLite transaction, so a crash
+or a kill never leaves half a video: the next run sees either the old state or the new one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from ..errors import LibraryError, LibraryLockedError, LibraryVersionError
+from ..records import EGO_FIELDS, OBJECT_FIELDS, Track, VideoInfo, VideoRecords
+from .schema import INDEXES, SCHEMA_VERSION, TABLES, VIDEO_CHILD_TABLES
+
+DB_NAME = "library.sqlite"
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _blob(a: np.ndarray, dtype) -> bytes:
+    return np.ascontiguousarray(a, dtype=np.dtype(dtype).newbyteorder("<")).tobytes()
+
+
+def _arr(b: bytes | None, dtype) -> np.ndarray:
+    if b is None:
+        return np.zeros(0, dtype)
+    return np.frombuffer(b, dtype=np.dtype(dtype).newbyteorder("<")).astype(dtype, copy=False)
+
+
+def _locked(e: sqlite3.OperationalError) -> bool:
+    return "locked" in str(e).lower() or "busy" in str(e).lower()
+
+
+class Library:
+    """A STRIVE-D library folder. Use `Library.open(folder, create=True)`."""
+
+    def __init__(self, folder: Path, conn: sqlite3.Connection):
+        import sqlite_utils
+
+        self.folder = folder
+        self.conn = conn
+        self.db = sqlite_utils.Database(conn)
+        self._columns = None  # lazily built TrackColumns, keyed by content version
+
+    # ------------------------------------------------------------------ lifecycle
+    @classmethod
+    def open(cls, folder: str | os.PathLike, create: bool = False, timeout_s: float = 5.0) -> "Library":
+        """Open (or with ``create=True`` create) the library in ``folder``.
+
+        Raises LibraryError when the folder holds no library (and create is False) or cannot be
+        used, LibraryVersionError for an older/newer schema, LibraryLockedError when another
+        process holds the write lock past ``timeout_s``.
+        """
+        folder = Path(folder).expanduser().resolve()
+        db_path = folder / DB_NAME
+        exists = db_path.exists()
+        if not exists and not create:
+            raise LibraryError(f"no STRIVE-D library in {folder} (expected {DB_NAME}); "
+                               "create one with `strived import RECORDS --library FOLDER` or "
+                               "`strived index VIDEOS --library FOLDER`")
+        if folder.exists() and not folder.is_dir():
+            raise LibraryError(f"{folder} exists and is not a folder")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(str(db_path), timeout=timeout_s, isolation_level=None,
+                                   check_same_thread=False)
+        except (OSError, sqlite3.Error) as e:
+            raise LibraryError(f"cannot open library {folder}: {e}") from None
+        lib = cls(folder, conn)
+        try:
+            lib._init_schema(new=not exists)
+        except sqlite3.OperationalError as e:
+            conn.close()
+            if _locked(e):
+                raise LibraryLockedError(str(folder)) from None
+            raise LibraryError(f"cannot open library {folder}: {e}") from None
+        except sqlite3.DatabaseError as e:
+            conn.close()
+            raise LibraryError(f"{db_path} is not a valid STRIVE-D library database ({e})") from None
+        except BaseException:
+            conn.close()
+            raise
+        return lib
+
+    def _init_schema(self, new: bool) -> None:
+        c = self.conn
+        if new:
+            c.execute("PRAGMA page_size=16384")
+        c.execute("PRAGMA journal_mode=WAL")
+        c.execute("PRAGMA synchronous=NORMAL")
+        c.execute("PRAGMA foreign_keys=ON")
+        tables = set(self.db.table_names())
+        if "meta" in tables:
+            row = c.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            found = int(json.loads(row[0])) if row else 0
+            if found != SCHEMA_VERSION:
+                raise LibraryVersionError(str(self.folder), found, SCHEMA_VERSION)
+        elif tables:
+            raise LibraryError(f"{self.folder / DB_NAME} is an SQLite file but not a STRIVE-D library")
+        with self.db.atomic():
+            for name, (cols, opts) in TABLES.items():
+                if name not in tables:
+                    self.db[name].create(cols, pk=opts["pk"])
+            for table, cols in INDEXES:
+                self.db[table].create_index(cols, if_not_exists=True)
+            if "meta" not in tables:
+                self._meta_put("schema_version", SCHEMA_VERSION)
+                self._meta_put("created_at", _now())
+                self._meta_put("content_version", 0)
+
+    def close(self) -> None:
+        try:
+            self.conn.close()
+        except sqlite3.Error:
+            pass
+
+    def __enter__(self) -> "Library":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def cache_dir(self) -> Path:
+        p = self.folder / "cache"
+        p.mkdir(exist_ok=True)
+        return p
+
+    @property
+    def dense_dir(self) -> Path:
+        p = self.folder / "dense"
+        p.mkdir(exist_ok=True)
+        return p
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator["Library"]:
+        """One SQLite transaction (nested calls become savepoints); rollback on any error."""
+        try:
+            with self.db.atomic():
+                yield self
+        except sqlite3.OperationalError as e:
+            if _locked(e):
+                raise LibraryLockedError(str(self.folder)) from None
+            raise
+
+    # ------------------------------------------------------------------ meta
+    def _meta_put(self, key: str, value: Any) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                          (key, json.dumps(value)))
+
+    def meta_get(self, key: str, default: Any = None) -> Any:
+        row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return default if row is None else json.loads(row[0])
+
+    def meta_set(self, key: str, value: Any) -> None:
+        with self.transaction():
+            self._meta_put(key, value)
+
+    @property
+    def content_version(self) -> int:
+        """Increases with every change to videos or tracks; derived caches key on it."""
+        return int(self.meta_get("content_version", 0))
+
+    def _bump(self) -> None:
+        self.conn.execute("UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) "
+                          "WHERE key='content_version'")
+
+    # ------------------------------------------------------------------ videos
+    def add_video(self, rec: VideoRecords, replace: bool = True) -> None:
+        """Store a video's records (row + all tracks) atomically."""
+        v = rec.info
+        with self.transaction():
+            exists = self.conn.execute("SELECT 1 FROM videos WHERE id=?", (v.id,)).fetchone()
+            if exists:
+                if not replace:
+                    raise LibraryError(f"video {v.id!r} is already in the library")
+                self._delete_video_rows(v.id, keep_children=("summaries", "segments", "thumbnails"))
+            self.conn.execute(
+                "INSERT INTO videos(id, path, fps, n_frames, width, height, source, duration_s, "
+                "n_samples, n_tracks, frame_idx, t, ego_speed, ego_yaw_rate, ego_accel, attrs, added_at) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (v.id, v.path, v.fps, v.n_frames, v.width, v.height, v.source, rec.duration_s,
+                 len(rec.t), len(rec.tracks), _blob(rec.frame_idx, np.int64), _blob(rec.t, np.float64),
+                 *(_blob(rec.ego[k], np.float64) for k in EGO_FIELDS), json.dumps(v.attrs), _now()))
+            self.conn.executemany(
+                "INSERT INTO tracks(video_id, track, cls, n, pos, distance, loc_x, loc_z, lane_rel, "
+                "bbox_area, score, bbox, attrs) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                [(v.id, tr.track_id, tr.cls, len(tr), _blob(tr.pos, np.int32),
+                  *(_blob(tr.fields[f], np.float32) for f in OBJECT_FIELDS),
+                  None if tr.bbox is None else _blob(tr.bbox, np.float32),
+                  json.dumps(tr.attrs) if tr.attrs else None) for tr in rec.tracks])
+            self._bump()
+
+    def add_videos(self, recs, replace: bool = True) -> int:
+        """Store many videos in one transaction (fast bulk import). Returns the count."""
+        n = 0
+        with self.transaction():
+            for rec in recs:
+                self.add_video(rec, replace=replace)
+                n += 1
+        return n
+
+    def _delete_video_rows(self, video_id: str, keep_children=()) -> None:
+        for t in VIDEO_CHILD_TABLES:
+            if t not in keep_children:
+                self.conn.execute(f"DELETE FROM {t} WHERE video_id=?", (video_id,))
+        self.conn.execute("DELETE FROM tracks WHERE video_id=?", (video_id,))
+        self.conn.execute("DELETE FROM videos WHERE id=?", (video_id,))
+
+    def remove_video(self, video_id: str) -> None:
+        with self.transaction():
+            self._delete_video_rows(video_id)
+            self.conn.execute("DELETE FROM files WHERE video_id=?", (video_id,))
+            self._bump()
+
+    def has_video(self, video_id: str) -> bool:
+        return self.conn.execute("SELECT 1 FROM videos WHERE id=?", (video_id,)).fetchone() is not None
+
+    def video_ids(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT id FROM videos ORDER BY id")]
+
+    def __len__(self) -> int:
+        return self.conn.execute("SELECT COUNT(*) FROM videos").fetchone()[0]
+
+    def list_videos(self) -> list[dict]:
+        rows = self.conn.execute(
+            "SELECT id, path, fps, n_frames, width, height, duration_s, source, n_tracks, attrs "
+            "FROM videos ORDER BY id").fetchall()
+        keys = ("id", "path", "fps", "n_frames", "width", "height", "duration_s", "source",
+                "n_tracks", "attrs")
+        out = []
+        for r in rows:
+            d = dict(zip(keys, r))
+            d["attrs"] = json.loads(d["attrs"]) if d["attrs"] else {}
+            out.append(d)
+        return out
+
+    def get_video(self, video_id: str) -> VideoRecords:
+        """Rebuild a video's records. Raises KeyError if absent."""
+        r = self.conn.execute(
+            "SELECT id, path, fps, n_frames, width, height, source, frame_idx, t, ego_speed, "
+            "ego_yaw_rate, ego_accel, attrs FROM videos WHERE id=?", (video_id,)).fetchone()
+        if r is None:
+            raise KeyError(video_id)
+        info = VideoInfo(id=r[0], path=r[1], fps=r[2], n_frames=r[3], width=r[4], height=r[5],
+                         source=r[6], attrs=json.loads(r[12]) if r[12] else {})
+        ego = {k: _arr(b, np.float64).copy() for k, b in zip(EGO_FIELDS, r[9:12])}
+        tracks = []
+        for tr in self.conn.execute(
+                "SELECT track, cls, pos, distance, loc_x, loc_z, lane_rel, bbox_area, score, bbox, attrs "
+                "FROM tracks WHERE video_id=? ORDER BY track", (video_id,)):
+            bbox = None if tr[9] is None else _arr(tr[9], np.float32).reshape(-1, 4).copy()
+            tracks.append(Track(track_id=tr[0], cls=tr[1], pos=_arr(tr[2], np.int32).copy(),
+                                fields={f: _arr(b, np.float32).copy() for f, b in zip(OBJECT_FIELDS, tr[3:9])},
+                                bbox=bbox, attrs=json.loads(tr[10]) if tr[10] else {}))
+        return VideoRecords(info=info, frame_idx=_arr(r[7], np.int64).copy(),
+                            t=_arr(r[8], np.float64).copy(), ego=ego, tracks=tracks)
+
+    # ------------------------------------------------------------------ bulk column access
+    def iter_track_rows(self, fields=OBJECT_FIELDS):
+        """Yield (video_id, track, cls, pos bytes, {field: bytes}) for every track, ordered by video."""
+        cols = ", ".join(fields)
+        for r in self.conn.execute(f"SELECT video_id, track, cls, pos, {cols} FROM tracks "
+                                   "ORDER BY video_id, track"):
+            yield r[0], r[1], r[2], r[3], dict(zip(fields, r[4:]))
+
+    def iter_video_series(self):
+        """Yield (video_id, t bytes, {ego field: bytes}) for every video, ordered by id."""
+        for r in self.conn.execute("SELECT id, t, ego_speed, ego_yaw_rate, ego_accel FROM videos "
+                                   "ORDER BY id"):
+            yield r[0], r[1], dict(zip(EGO_FIELDS, r[2:]))
+
+    def stats(self) -> dict:
+        n_v = len(self)
+        n_t, n_of = self.conn.execute("SELECT COUNT(*), COALESCE(SUM(n), 0) FROM tracks").fetchone()
+        size = sum(p.stat().st_size for p in self.folder.glob(DB_NAME + "*") if p.is_file())
+        return {"videos": n_v, "tracks": n_t, "object_frames": int(n_of), "db_bytes": size,
+                "schema_version": SCHEMA_VERSION, "content_version": self.content_version}

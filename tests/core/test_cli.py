@@ -1,0 +1,95 @@
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from strived.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_cli(*args) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    return subprocess.run([sys.executable, "-m", "strived", *map(str, args)], capture_output=True, text=True,
+                          cwd=REPO, env=env, timeout=300)
+
+
+def test_import_export_roundtrip(tmp_path, bench_dev, capsys):
+    recs = bench_dev / "records"
+    lib = tmp_path / "lib"
+    assert main(["import", str(recs / "kitti_0000_w00.json"), str(recs / "av2_adcf7d18.json"), "-L", str(lib)]) == 0
+    assert main(["export", str(tmp_path / "out"), "-L", str(lib)]) == 0
+    for vid in ("kitti_0000_w00", "av2_adcf7d18"):
+        a = json.loads((recs / f"{vid}.json").read_text())
+        b = json.loads((tmp_path / "out" / f"{vid}.json").read_text())
+        assert a["video"]["id"] == b["video"]["id"]
+        assert len(a["frames"]) == len(b["frames"])
+        for fa, fb in zip(a["frames"], b["frames"]):
+            assert fa["i"] == fb["i"] and fa["t"] == fb["t"]
+            assert fa.get("ego", {}) == fb.get("ego", {})
+            oa = sorted(fa["objects"], key=lambda o: o["track"])
+            ob = sorted(fb["objects"], key=lambda o: o["track"])
+            for x, y in zip(oa, ob):
+                for k, v in x.items():
+                    if v is not None:
+                        assert y[k] == v, (vid, fa["i"], k)
+
+
+def test_import_malformed_stops_and_keeps_library(tmp_path, bench_dev, capsys):
+    lib = tmp_path / "lib"
+    assert main(["import", str(bench_dev / "records" / "kitti_0000_w00.json"), "-L", str(lib)]) == 0
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"format": "strived.records/1", "video": {"id": "b", "fps": 10, "n_frames": 1},
+                               "frames": [{"i": 0, "t": 0.0, "objects": [{"track": 1}]}]}))
+    assert main(["import", str(bad), "-L", str(lib)]) == 1
+    err = capsys.readouterr().err
+    assert "frame 0" in err and "objects[0].cls" in err and "nothing was imported" in err
+    from strived.store import Library
+    with Library.open(lib) as L:
+        assert L.video_ids() == ["kitti_0000_w00"]
+
+
+def test_search_json_and_empty_library(tmp_path, bench_dev, capsys):
+    lib = tmp_path / "lib"
+    assert main(["search", "anything", "-L", str(lib)]) == 1  # no library yet: clear error
+    assert "no STRIVE-D library" in capsys.readouterr().err
+    assert main(["import", str(bench_dev / "records"), "-L", str(lib)]) == 0
+    capsys.readouterr()
+    assert main(["search", "we make a left turn", "-L", str(lib), "--event", "ego_turn_left", "--sources", "rule",
+                 "--json", "--top", "3"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["hits"][0]["video_id"] in {"kitti_0006_w02", "av2_7fab2350", "kitti_0000_w00"}
+    assert out["hits"][0]["span_s"] is not None and out["rule"]["entity"]["role"] == "ego"
+
+
+def test_stats_command(tmp_path, bench_dev, capsys):
+    lib = tmp_path / "lib"
+    main(["import", str(bench_dev / "records"), "-L", str(lib)])
+    capsys.readouterr()
+    assert main(["stats", "-L", str(lib), "--json"]) == 0
+    st = json.loads(capsys.readouterr().out)
+    w = st["fields"]["distance"]["windows"]
+    assert w["2s"]["P50"] <= w["4s"]["P50"] <= w["8s"]["P50"]
+    assert 0 <= st["fields"]["loc_x"]["pct_exceeding_4s"]["1"] <= 1
+
+
+def test_eval_end_to_end(tmp_path, bench_dev):
+    out = tmp_path / "eval.json"
+    p = run_cli("eval", bench_dev, "--library", tmp_path / "benchlib", "--methods", "rule-hand", "--json", out)
+    assert p.returncode == 0, p.stderr
+    assert "rule-hand" in p.stdout and "Acc@1" in p.stdout
+    res = json.loads(out.read_text())
+    assert res["n_queries"] == 20 and res["n_items"] == 74
+    m = res["methods"]["rule-hand"]
+    assert set(m) == {"MRR", "mAP", "Acc@1", "Acc@3", "Acc@5", "Acc@10"}
+    assert all(0.0 <= v <= 1.0 for v in m.values())
+    q04 = next(q for q in res["queries"] if q["id"] == "q04")
+    assert q04["methods"]["rule-hand"]["rank_of_first_relevant"] == 1
+
+
+def test_eval_bad_bench(tmp_path):
+    p = run_cli("eval", tmp_path)
+    assert p.returncode == 1 and "manifest.json is missing" in p.stderr

@@ -1,0 +1,56 @@
+import pytest
+
+from strived.retrieval.fusion import contributions, weighted_rrf
+from strived.retrieval.metrics import (average_precision, hit_at_k, query_metrics, rank_of_first_relevant,
+                                       reciprocal_rank, summarize)
+
+
+def test_ap_hand_computed():
+    # relevant at ranks 1, 3, 6 of 3 relevant: (1/1 + 2/3 + 3/6) / 3
+    ranked = ["a", "x", "b", "y", "z", "c"]
+    assert average_precision(ranked, ["a", "b", "c"]) == pytest.approx((1 + 2 / 3 + 0.5) / 3)
+    # a relevant item never retrieved still counts in the denominator
+    assert average_precision(["x", "a"], ["a", "b"]) == pytest.approx((1 / 2) / 2)
+    assert average_precision(["x"], []) == 0.0
+
+
+def test_ambiguous_items_are_removed_before_ranking():
+    ranked = ["amb", "x", "a"]
+    assert rank_of_first_relevant(ranked, ["a"], ignore=["amb"]) == 2
+    assert average_precision(ranked, ["a"], ignore=["amb"]) == pytest.approx(0.5)
+    assert reciprocal_rank(ranked, ["a"]) == pytest.approx(1 / 3)
+
+
+def test_acc_at_k_and_summary():
+    q1 = query_metrics(["a", "x", "y"], ["a"])
+    q2 = query_metrics(["x", "y", "z", "w", "b"], ["b"])
+    q3 = query_metrics(["x"], ["c"])
+    assert hit_at_k(["x", "y", "z", "w", "b"], ["b"], 5) == 1.0 and hit_at_k(["x", "y", "z", "w", "b"], ["b"], 3) == 0.0
+    s = summarize([q1, q2, q3])
+    assert s["Acc@1"] == pytest.approx(1 / 3)
+    assert s["Acc@3"] == pytest.approx(1 / 3)
+    assert s["Acc@5"] == pytest.approx(2 / 3)
+    assert s["Acc@10"] == pytest.approx(2 / 3)
+    assert s["MRR"] == pytest.approx((1 + 1 / 5 + 0) / 3)
+    assert s["mAP"] == pytest.approx((1 + 1 / 5 + 0) / 3)
+
+
+def test_weighted_rrf_hand_computed():
+    rankings = {"rule": ["a", "b", "c"], "dense": ["c", "a"], "bm25": ["d"]}
+    w = {"rule": 2.0, "dense": 1.0, "bm25": 0.0}
+    fused = dict(weighted_rrf(rankings, w))
+    assert fused["a"] == pytest.approx(2 / 61 + 1 / 62)
+    assert fused["b"] == pytest.approx(2 / 62)
+    assert fused["c"] == pytest.approx(2 / 63 + 1 / 61)
+    assert fused["d"] == 0.0
+    order = [v for v, _ in weighted_rrf(rankings, w)]
+    assert order == ["a", "c", "b", "d"]
+    assert contributions(rankings, w, "c") == pytest.approx({"rule": 2 / 63, "dense": 1 / 61, "bm25": 0.0})
+
+
+def test_rrf_plain_ties_and_k():
+    fused = weighted_rrf({"s1": ["b", "a"], "s2": ["a", "b"]})
+    assert [v for v, _ in fused] == ["a", "b"]  # equal scores: tie broken by id
+    assert weighted_rrf({"s": ["a"]}, rrf_k=0)[0][1] == pytest.approx(1.0)
+    with pytest.raises(ValueError):
+        weighted_rrf({"s": ["a"]}, {"s": -1.0})

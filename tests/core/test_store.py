@@ -1,0 +1,83 @@
+import sqlite3
+import threading
+
+import numpy as np
+import pytest
+
+from strived.errors import LibraryError, LibraryLockedError, LibraryVersionError
+from strived.records import VideoRecords
+from strived.store import Library, SCHEMA_VERSION
+from tests.core.synth import synth_video
+
+
+def test_add_get_roundtrip(tmp_path, bench_records):
+    with Library.open(tmp_path / "lib", create=True) as lib:
+        lib.add_videos(bench_records[:5])
+        assert len(lib) == 5
+        for rec in bench_records[:5]:
+            back = lib.get_video(rec.info.id)
+            assert back.to_json_dict() == rec.to_json_dict()
+    # reopen: persisted
+    with Library.open(tmp_path / "lib") as lib:
+        assert lib.video_ids() == sorted(r.info.id for r in bench_records[:5])
+
+
+def test_open_missing_says_what_to_do(tmp_path):
+    with pytest.raises(LibraryError, match="strived import"):
+        Library.open(tmp_path / "nothing")
+
+
+def test_future_version_refused_and_untouched(tmp_path):
+    lib = Library.open(tmp_path / "lib", create=True)
+    lib.add_video(synth_video("a", seed=1))
+    lib.meta_set("schema_version", SCHEMA_VERSION + 1)
+    lib.close()
+    with pytest.raises(LibraryVersionError, match="newer STRIVE-D"):
+        Library.open(tmp_path / "lib")
+    con = sqlite3.connect(tmp_path / "lib" / "library.sqlite")
+    assert con.execute("SELECT COUNT(*) FROM videos").fetchone()[0] == 1
+
+
+def test_failed_write_rolls_back(tmp_path):
+    lib = Library.open(tmp_path / "lib", create=True)
+    lib.add_video(synth_video("a", seed=1))
+    bad = synth_video("b", seed=2)
+    bad.tracks.append(bad.tracks[0])  # duplicate (video_id, track) primary key
+    with pytest.raises(sqlite3.IntegrityError):
+        lib.add_video(bad)
+    assert lib.video_ids() == ["a"]
+    assert lib.conn.execute("SELECT COUNT(*) FROM tracks WHERE video_id='b'").fetchone()[0] == 0
+
+
+def test_locked_database_clear_message(tmp_path):
+    lib = Library.open(tmp_path / "lib", create=True)
+    other = sqlite3.connect(tmp_path / "lib" / "library.sqlite", isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")
+    try:
+        lib2 = Library.open(tmp_path / "lib", timeout_s=0.2)
+        with pytest.raises(LibraryLockedError, match="locked by another process"):
+            lib2.add_video(synth_video("z", seed=3))
+        lib2.close()
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    lib.add_video(synth_video("z", seed=3))
+    assert lib.video_ids() == ["z"]
+
+
+def test_not_a_library(tmp_path):
+    (tmp_path / "lib").mkdir()
+    con = sqlite3.connect(tmp_path / "lib" / "library.sqlite")
+    con.execute("CREATE TABLE x(a)")
+    con.commit()
+    with pytest.raises(LibraryError, match="not a STRIVE-D library"):
+        Library.open(tmp_path / "lib")
+
+
+def test_content_version_and_remove(tmp_path):
+    lib = Library.open(tmp_path / "lib", create=True)
+    v0 = lib.content_version
+    lib.add_video(synth_video("a", seed=1))
+    assert lib.content_version == v0 + 1
+    lib.remove_video("a")
+    assert len(lib) == 0 and lib.content_version == v0 + 2
