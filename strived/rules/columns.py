@@ -107,46 +107,111 @@ class TrackColumns:
 
     @classmethod
     def from_library(cls, lib) -> "TrackColumns":
-        """Read every track of a library (one sequential scan of the tracks table)."""
-        from ..store.library import _arr
+        """Columns of a library: from the on-disk column cache (memory-mapped .npy files, valid
+        for the library's current content version) or by one scan of the database, which then
+        writes that cache."""
+        tag = hashlib.sha1(f"{lib.meta_get('created_at')}-{lib.content_version}".encode()).hexdigest()[:12]
+        cdir = lib.cache_dir / f"cols-{tag}"
+        if (cdir / "meta.json").exists():
+            try:
+                return cls._load_cache(cdir, lib.cache_dir, tag)
+            except (OSError, ValueError, KeyError):
+                pass
+        cols = cls._scan_library(lib)
+        cols.cache_dir, cols.cache_tag = lib.cache_dir, tag
+        cols._write_cache(cdir)
+        return cols
 
+    _ARRAYS = ("owner", "start", "length", "t")
+
+    def _write_cache(self, cdir: Path) -> None:
+        import json
+        import shutil
+
+        tmp = cdir.with_name(cdir.name + ".tmp")
+        try:
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            for prefix, s in (("tr", self.tracks), ("ego", self.ego)):
+                for a in self._ARRAYS:
+                    np.save(tmp / f"{prefix}_{a}.npy", getattr(s, a))
+                for f, v in s.values.items():
+                    if f in RAW_OBJECT_FIELDS or f in RAW_EGO_FIELDS:
+                        np.save(tmp / f"{prefix}_v_{f}.npy", v)
+            np.save(tmp / "track_cls.npy", self.track_cls)
+            np.save(tmp / "track_ids.npy", self.track_ids)
+            (tmp / "meta.json").write_text(json.dumps({"video_ids": self.video_ids, "cls_names": self.cls_names}))
+            if cdir.exists():
+                shutil.rmtree(cdir)
+            tmp.rename(cdir)
+            # stale caches of older content versions go
+            for old in cdir.parent.iterdir():
+                if old.name != cdir.name and (old.name.startswith("cols-") or old.name.startswith("feat-")) \
+                        and self.cache_tag not in old.name:
+                    shutil.rmtree(old, ignore_errors=True) if old.is_dir() else old.unlink(missing_ok=True)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)  # a cache that cannot be written is only slower
+
+    @classmethod
+    def _load_cache(cls, cdir: Path, cache_dir: Path, tag: str) -> "TrackColumns":
+        import json
+
+        meta = json.loads((cdir / "meta.json").read_text())
+
+        def series(prefix, fields):
+            arrs = {a: np.load(cdir / f"{prefix}_{a}.npy", mmap_mode="r") for a in cls._ARRAYS}
+            vals = {f: np.load(cdir / f"{prefix}_v_{f}.npy", mmap_mode="r") for f in fields}
+            return Series(owner=np.asarray(arrs["owner"]), start=np.asarray(arrs["start"]),
+                          length=np.asarray(arrs["length"]), t=arrs["t"], values=vals)
+        return cls(meta["video_ids"], series("tr", RAW_OBJECT_FIELDS), series("ego", RAW_EGO_FIELDS),
+                   np.load(cdir / "track_cls.npy"), meta["cls_names"], np.load(cdir / "track_ids.npy"),
+                   cache_dir=cache_dir, cache_tag=tag)
+
+    @classmethod
+    def _scan_library(cls, lib) -> "TrackColumns":
         ids: list[str] = []
-        vindex: dict[str, int] = {}
-        e_len, e_t = [], []
-        e_vals = {f: [] for f in RAW_EGO_FIELDS}
-        v_t: list[np.ndarray] = []
+        t_parts, e_parts = [], {f: [] for f in RAW_EGO_FIELDS}
         for vid, tb, eb in lib.iter_video_series():
-            vindex[vid] = len(ids)
             ids.append(vid)
-            t = _arr(tb, np.float64)
-            v_t.append(t)
-            e_len.append(len(t))
-            e_t.append(t)
+            t_parts.append(tb or b"")
             for f in RAW_EGO_FIELDS:
-                e_vals[f].append(_arr(eb[f], np.float64).astype(np.float32))
+                e_parts[f].append(eb[f] or b"")
+        vindex = {v: i for i, v in enumerate(ids)}
+        e_len = np.fromiter((len(b) // 8 for b in t_parts), np.int64, len(t_parts))
+        t_all = np.frombuffer(b"".join(t_parts), "<f8").astype(np.float64)
+        v_start = np.zeros(len(ids), np.int64)
+        if len(ids):
+            v_start[1:] = np.cumsum(e_len)[:-1]
+        e_vals = {f: np.frombuffer(b"".join(e_parts[f]), "<f8").astype(np.float32) for f in RAW_EGO_FIELDS}
+        ego = Series(owner=np.arange(len(ids), dtype=np.int32), start=v_start, length=e_len, t=t_all,
+                     values=e_vals)
+
         cls_names: list[str] = []
         code: dict[str, int] = {}
-        owner, tids, tcls, tlen, tt = [], [], [], [], []
-        vals = {f: [] for f in RAW_OBJECT_FIELDS}
+        owner, tids, tcls = [], [], []
+        pos_parts, f_parts = [], {f: [] for f in RAW_OBJECT_FIELDS}
         for vid, track, c, pos_b, fb in lib.iter_track_rows():
-            vi = vindex[vid]
-            pos = _arr(pos_b, np.int32)
-            owner.append(vi)
+            owner.append(vindex[vid])
             tids.append(track)
-            if c not in code:
-                code[c] = len(cls_names)
+            k = code.get(c)
+            if k is None:
+                k = code[c] = len(cls_names)
                 cls_names.append(c)
-            tcls.append(code[c])
-            tlen.append(len(pos))
-            tt.append(v_t[vi][pos])
+            tcls.append(k)
+            pos_parts.append(pos_b or b"")
             for f in RAW_OBJECT_FIELDS:
-                vals[f].append(_arr(fb[f], np.float32))
-        tracks = _series(np.asarray(owner, np.int32), np.asarray(tlen, np.int64), tt, vals)
-        ego = _series(np.arange(len(ids), dtype=np.int32), np.asarray(e_len, np.int64), e_t, e_vals)
-        tag = f"{lib.meta_get('created_at')}-{lib.content_version}"
-        tag = hashlib.sha1(tag.encode()).hexdigest()[:12]
-        return cls(ids, tracks, ego, np.asarray(tcls, np.int16), cls_names, np.asarray(tids, np.int64),
-                   cache_dir=lib.cache_dir, cache_tag=tag)
+                f_parts[f].append(fb[f] or b"")
+        owner_a = np.asarray(owner, np.int32)
+        tlen = np.fromiter((len(b) // 4 for b in pos_parts), np.int64, len(pos_parts))
+        pos = np.frombuffer(b"".join(pos_parts), "<i4").astype(np.int64)
+        start = np.zeros(len(tlen), np.int64)
+        if len(tlen):
+            start[1:] = np.cumsum(tlen)[:-1]
+        sample_owner = np.repeat(owner_a, tlen)
+        t = t_all[v_start[sample_owner] + pos] if pos.size else np.zeros(0)
+        vals = {f: np.frombuffer(b"".join(f_parts[f]), "<f4").astype(np.float32) for f in RAW_OBJECT_FIELDS}
+        tracks = Series(owner=owner_a, start=start, length=tlen, t=t, values=vals)
+        return cls(ids, tracks, ego, np.asarray(tcls, np.int16), cls_names, np.asarray(tids, np.int64))
 
     # ------------------------------------------------------------------ fields
     def series_for(self, field_name: str) -> tuple[Series, np.ndarray]:
@@ -193,8 +258,19 @@ class TrackColumns:
         if direction is None:
             return np.maximum(self.window_change(field_name, window_s, "positive"),
                               self.window_change(field_name, window_s, "negative"))
-        key = ("wc", field_name, round(float(window_s), 6), direction)
-        return self._cached(key, lambda: _window_change(*self.series_for(field_name), window_s, direction))
+        w = round(float(window_s), 6)
+        key = ("wc", field_name, w, direction)
+        s = self.ego if field_name in ("speed", "yaw_rate", "accel", "heading") else self.tracks
+        if key not in s._feat:
+            both = {}
+
+            def compute(d):
+                if not both:
+                    both["positive"], both["negative"] = _window_change(*self.series_for(field_name), window_s)
+                return both[d]
+            for d in ("positive", "negative"):
+                self._cached(("wc", field_name, w, d), lambda d=d: compute(d))
+        return s._feat[key]
 
     def trend_run(self, field_name: str, direction: str) -> np.ndarray:
         """Per-track longest steady run in seconds (float64 [T])."""
@@ -278,7 +354,7 @@ def _window_end(tt: np.ndarray, tr: np.ndarray, window_s: float) -> np.ndarray:
 def _range_extreme(vv: np.ndarray, lo: np.ndarray, hi: np.ndarray, fn) -> np.ndarray:
     """fn (np.maximum or np.minimum) over vv[lo:hi+1] for every query (lo <= hi), sparse-table
     style, keeping only one level in memory at a time."""
-    out = np.empty(lo.shape[0], np.float64)
+    out = np.empty(lo.shape[0], vv.dtype)
     length = hi - lo + 1
     level = np.floor(np.log2(np.maximum(length, 1))).astype(np.int64)
     cur = vv
@@ -295,22 +371,25 @@ def _range_extreme(vv: np.ndarray, lo: np.ndarray, hi: np.ndarray, fn) -> np.nda
     return out
 
 
-def _window_change(s: Series, v: np.ndarray, window_s: float, direction: str) -> np.ndarray:
-    res = np.zeros(s.n, np.float64)
+def _window_change(s: Series, v: np.ndarray, window_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """(positive, negative) per-track max change within the window."""
+    pos_res = np.zeros(s.n, np.float64)
+    neg_res = np.zeros(s.n, np.float64)
     vv, tt, tr, cnt, vstart = _valid_view(s, v)
     if vv.size < 2:
-        return res
+        return pos_res, neg_res
+    v32 = vv.astype(np.float32)  # the values are float32: extremes are exact in float32
     end = _window_end(tt, tr, window_s)
     idx = np.arange(vv.size)
     has = end > idx
     lo, hi = idx[has] + 1, end[has]
-    if direction == "positive":
-        best = _range_extreme(vv, lo, hi, np.maximum) - vv[has]
-    else:
-        best = vv[has] - _range_extreme(vv, lo, hi, np.minimum)
-    best = np.maximum(best, 0.0)
-    _group_max(res, tr[has], best)
-    return res
+    groups = tr[has]
+    base = vv[has]
+    best = _range_extreme(v32, lo, hi, np.maximum).astype(np.float64) - base
+    _group_max(pos_res, groups, np.maximum(best, 0.0))
+    best = base - _range_extreme(v32, lo, hi, np.minimum).astype(np.float64)
+    _group_max(neg_res, groups, np.maximum(best, 0.0))
+    return pos_res, neg_res
 
 
 def _group_max(res: np.ndarray, groups: np.ndarray, vals: np.ndarray) -> None:

@@ -81,3 +81,23 @@ def test_content_version_and_remove(tmp_path):
     assert lib.content_version == v0 + 1
     lib.remove_video("a")
     assert len(lib) == 0 and lib.content_version == v0 + 2
+
+
+def test_column_cache_matches_scan_and_invalidates(tmp_path, bench_records):
+    from strived.evaluation.hand_rules import hand_rule
+    from strived.rules import RuleScorer, parse_rule
+    from strived.rules.columns import TrackColumns
+
+    lib = Library.open(tmp_path / "lib", create=True)
+    lib.add_videos(bench_records[:10])
+    rule = parse_rule(hand_rule("lead_brake"))
+    first = RuleScorer(lib).score(rule).scores  # scans the database, writes the cache
+    assert any(p.name.startswith("cols-") for p in lib.cache_dir.iterdir())
+    again = RuleScorer(lib).score(rule).scores  # memory-mapped cache + feature files
+    np.testing.assert_array_equal(first, again)
+    ref = RuleScorer.from_records(bench_records[:10]).score(rule).scores
+    np.testing.assert_allclose(first, ref, atol=1e-12)
+    lib.add_video(bench_records[10])  # content changes: the old cache must not be used
+    cols = TrackColumns.from_library(lib)
+    assert len(cols.video_ids) == 11
+    assert len([p for p in lib.cache_dir.iterdir() if p.name.startswith("cols-")]) == 1

@@ -1,0 +1,123 @@
+"""`strived calibrate AUX`: fit the rule library's numbers on an auxiliary corpus (weak labels)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "calibrate", help="calibrate the rule library on an auxiliary corpus",
+        description="Calibrate every library event's numbers by AP on weak labels (paper, "
+                    "L2R calibration). AUX is a library folder, a folder of strived.records/1 "
+                    "files, or a benchmark folder (FORMATS.md section 2).")
+    p.add_argument("aux", help="library folder, records folder, or benchmark folder")
+    p.add_argument("--captions", help="captions file (JSON {video_id: caption} or CSV "
+                                      "video_id,caption): events extracted as weak labels")
+    p.add_argument("--labels", help="per-video event labels (CSV video_id,event[,label] or JSON)")
+    p.add_argument("--marks", action="store_true",
+                   help="use the relevance marks stored in the AUX library as labels")
+    p.add_argument("--benchmark-labels", action="store_true",
+                   help="AUX is a benchmark folder: use its queries.json/events.csv labels")
+    p.add_argument("--extractor", choices=["lexicon", "llm"], default="lexicon",
+                   help="caption event extractor (llm falls back to the lexicon per caption)")
+    p.add_argument("--proposer", choices=["optimizer", "llm"], default="optimizer")
+    p.add_argument("--events", nargs="*", help="events to calibrate (default: all)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--target-ap", type=float, default=0.9)
+    p.add_argument("--max-iterations", type=int, default=20)
+    p.add_argument("--out", "-o", default="rule_library.json", help="library JSON to write")
+    p.add_argument("--report", help="write the per-event report (AP per iteration) as JSON")
+    p.add_argument("--cv", type=int, default=0, metavar="K",
+                   help="also run K-fold out-of-sample evaluation (folds by source/sequence)")
+    p.set_defaults(func=run)
+
+
+def _load_corpus(aux: str):
+    """(RuleScorer, video ids, library or None, benchmark dir or None) for AUX."""
+    from pathlib import Path
+
+    from ..records import VideoRecords, iter_records_files
+    from ..rules.scorer import RuleScorer
+
+    root = Path(aux)
+    if (root / "library.sqlite").exists():
+        from ..store.library import Library
+        lib = Library.open(root)
+        return RuleScorer(lib), lib.video_ids(), lib, None
+    bench = root if (root / "queries.json").exists() else None
+    folder = root / "records" if bench is not None and (root / "records").is_dir() else root
+    recs = [VideoRecords.load(p) for p in iter_records_files(folder)]
+    if not recs:
+        from ..errors import StrivedError
+        raise StrivedError(f"{aux}: no library.sqlite and no records files found")
+    return RuleScorer.from_records(recs), [r.info.id for r in recs], None, bench
+
+
+def run(args) -> int:
+    from ..errors import StrivedError
+    from ..rulelib.calibrate import calibrate_library
+    from ..rulelib.weak_labels import (WeakLabels, labels_from_benchmark, labels_from_captions,
+                                       load_captions, load_label_file, marks_from_library)
+    from ._common import TerminalProgress
+
+    scorer, vids, lib, bench = _load_corpus(args.aux)
+    labels = WeakLabels(list(vids))
+    llm = None
+    if args.extractor == "llm" or args.proposer == "llm":
+        from ..llm import LLMClient, load_llm_config
+        llm = LLMClient(load_llm_config())
+    if args.captions:
+        caps = load_captions(args.captions)
+        if args.extractor == "llm":
+            from ..rulelib.llm_stages import llm_extractor
+            ex = llm_extractor(llm)
+            labels = labels.merge(labels_from_captions(caps, ex, "captions:llm"))
+            if ex.n_fallbacks:
+                print(f"notice: LLM extractor fell back to the lexicon on {ex.n_fallbacks} "
+                      "captions", file=sys.stderr)
+        else:
+            labels = labels.merge(labels_from_captions(caps))
+    if args.labels:
+        labels = labels.merge(load_label_file(args.labels, vids))
+    if args.marks:
+        if lib is None:
+            raise StrivedError("--marks needs AUX to be a library folder")
+        labels = labels.merge(marks_from_library(lib.db, vids))
+    if args.benchmark_labels:
+        if bench is None:
+            raise StrivedError("--benchmark-labels needs AUX to be a benchmark folder")
+        labels = labels.merge(labels_from_benchmark(bench, vids))
+    labels.videos = list(vids)
+    if not any(labels.positives.values()):
+        raise StrivedError("no weak labels: give --captions, --labels, --marks or "
+                           "--benchmark-labels")
+    kw = dict(proposer=args.proposer, llm=llm, seed=args.seed, target_ap=args.target_ap,
+              max_iterations=args.max_iterations)
+    prov = {"corpus": f"{args.aux} ({len(vids)} videos with records)",
+            "label_source": ", ".join(labels.sources)}
+    library, reports = calibrate_library(scorer, labels, args.events, progress=TerminalProgress(),
+                                         provenance=prov, **kw)
+    library.save(args.out)
+    print(f"{'event':22s} {'pos':>4s} {'neg':>4s} {'start':>6s} {'best':>6s} iters")
+    for r in reports:
+        if r.n_pos:
+            print(f"{r.event:22s} {r.n_pos:4d} {r.n_neg:4d} {r.start_ap:6.3f} {r.best_ap:6.3f} "
+                  f"{len(r.iterations):5d}  {r.stopped}")
+    skipped = [r.event for r in reports if not r.n_pos]
+    if skipped:
+        print(f"no positives (starting numbers kept): {', '.join(skipped)}")
+    out = {"library": str(args.out), "version": library.version,
+           "events": [r.to_dict() for r in reports]}
+    if args.cv:
+        from ..rulelib.crossval import cross_validate, format_cv_table
+        folds, rows = cross_validate(scorer, labels, n_folds=args.cv, events=args.events, **kw)
+        print(format_cv_table(folds, rows))
+        out["crossval"] = {"folds": folds, "events": [r.to_dict() for r in rows]}
+    if args.report:
+        with open(args.report, "w", encoding="utf-8") as f:
+            json.dump(out, f, indent=1)
+    print(f"wrote {args.out} (library {library.version})")
+    return 0
+

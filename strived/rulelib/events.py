@@ -1,0 +1,354 @@
+"""The event inventory: the paper's 21 events plus the finer events the product needs.
+
+Each event is a human-written rule *form* (entity, gates, soft scores: structure fixed) with
+uncalibrated starting numbers, a description, a lexicon (phrases that name it in a caption or a
+query) and, where offline perception cannot measure what the event needs, a stated weakness.
+Calibration (`calibrate.py`) fits only the numbers of a form; the starting numbers are kept for the
+"without calibrated library" ablation.
+
+Sign conventions (FORMATS.md): ``loc_x`` + = right of ego, so a vehicle cutting in from the left
+has ``loc_x`` rising towards 0 (direction "positive"), from the right falling towards 0
+("negative"). Ego ``heading``/``yaw_rate`` + = left.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+VEHICLES = ["car", "truck", "bus", "motorcycle"]
+FOUR_WHEEL = ["car", "truck", "bus"]
+VRU = ["pedestrian", "bicycle", "motorcycle"]
+
+
+@dataclass(frozen=True)
+class EventDef:
+    """One library event: its rule form (with starting numbers) and how people name it."""
+
+    key: str
+    name: str
+    description: str
+    form: dict
+    lexicon: tuple[str, ...]
+    examples: tuple[str, ...] = ()
+    weakness: str | None = None
+    paper: bool = False
+    parent: str | None = None
+    subject: str = "object"          # "ego" | "object": who performs the event
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _ent(role="object", classes=None, selection="any", agg="any") -> dict:
+    return {"role": role, "class_filter": list(classes) if classes else None,
+            "selection": selection, "agg_mode": agg}
+
+
+def _gate(fld, op, value, frac=None) -> dict:
+    return {"field": fld, "op": op, "value": float(value), "min_time_fraction": frac}
+
+
+def _tc(fld, window_s, magnitude, direction=None, weight=1.0, min_fraction=None) -> dict:
+    return {"type": "temporal_change", "field": fld, "window_seconds": float(window_s),
+            "magnitude": float(magnitude), "direction": direction, "weight": float(weight),
+            "min_fraction": min_fraction}
+
+
+def _mt(fld, direction, min_duration_s, weight=1.0, min_fraction=None) -> dict:
+    return {"type": "monotonic_trend", "field": fld, "direction": direction,
+            "min_duration_seconds": float(min_duration_s), "weight": float(weight),
+            "min_fraction": min_fraction}
+
+
+def _form(key, description, entity, gates, scores) -> dict:
+    return {"event": key, "description": description, "entity": entity,
+            "hard_gates": gates, "soft_scores": scores}
+
+
+def _ev(key, name, description, entity, gates, scores, lexicon, examples=(), weakness=None,
+        paper=False, parent=None, subject=None, tags=()) -> EventDef:
+    subj = subject or ("ego" if entity["role"] == "ego" else "object")
+    return EventDef(key, name, description, _form(key, description, entity, gates, scores),
+                    tuple(lexicon), tuple(examples), weakness, paper, parent, subj, tuple(tags))
+
+
+_NO_SIGNED_SPEED = ("ego speed from visual odometry is unsigned in most sources; reverse is only "
+                    "visible where the records carry signed speed (CAN, some SLAM poses)")
+
+EVENTS: tuple[EventDef, ...] = (
+    # ---- the paper's 21 events -------------------------------------------------------------
+    _ev("hard_brake", "hard brake", "The ego vehicle decelerates suddenly and strongly.",
+        _ent("ego"), [_gate("accel", "lt", -2.5)], [_tc("speed", 3, 8.0, "negative")],
+        [r"hard[- ]?brak\w*", r"brak\w* (hard|sharply|suddenly|abruptly|heavily)",
+         r"slam\w* (on )?the brakes?", r"emergency brak\w*", r"sudden(ly)? brak\w*",
+         r"brak\w*", r"decelerat\w*"],
+        ["the ego car brakes hard", "sudden braking", "we slam on the brakes"],
+        weakness="ego speed from monocular video is an optical-flow estimate (noisy scale)",
+        paper=True, tags=("ego", "longitudinal")),
+    _ev("swerving", "swerving", "The ego vehicle weaves or makes erratic lateral movements; "
+        "the whole scene shifts together.",
+        _ent("ego"), [_gate("speed", "gt", 3.0)],
+        [_tc("yaw_rate", 2, 0.3), _tc("heading", 3, 0.25, weight=0.5)],
+        [r"swerv\w*", r"weav\w*", r"zig[- ]?zag\w*", r"jerk\w* the (steering )?wheel"],
+        ["the ego car swerves", "we weave across the lane"],
+        paper=True, tags=("ego", "lateral")),
+    _ev("pedestrian_crossing", "pedestrian crossing",
+        "A pedestrian crosses the road in front of the ego vehicle.",
+        _ent(classes=["pedestrian"]), [_gate("distance", "lt", 25.0), _gate("abs_loc_x", "lt", 2.0)],
+        [_tc("loc_x", 4, 6.0)],
+        [r"pedestrians? (is |are )?(crossing|cross\w*|walk\w* across|running across|jaywalk\w*)",
+         r"(crossing|jaywalking) pedestrians?", r"jaywalk\w*", r"people (are )?crossing",
+         r"(man|woman|person|child|kid) (is )?(crossing|walks across|runs across)"],
+        ["a pedestrian crosses in front of us", "someone walks across the street"],
+        paper=True, tags=("crossing", "vru")),
+    _ev("near_miss", "near miss", "A close call: an object comes very close without contact.",
+        _ent(classes=VEHICLES + ["pedestrian", "bicycle"]), [_gate("distance", "lt", 5.0)],
+        [_tc("distance", 3, 15.0, "negative")],
+        [r"near[- ]?miss\w*", r"close call", r"narrowly (avoid|miss)\w*", r"almost (hit|collid|crash)\w*",
+         r"nearly (hit|collid|crash)\w*", r"avoid\w* (a |the )?(collision|crash|accident)"],
+        ["a near miss with another car", "we almost hit a cyclist"],
+        weakness="no contact check: a near miss and a collision look alike in ranged tracks",
+        paper=True, tags=("proximity",)),
+    _ev("cut_in", "cut-in", "A surrounding vehicle moves into the ego lane just ahead.",
+        _ent(classes=VEHICLES), [_gate("distance", "lt", 40.0), _gate("abs_loc_x", "lt", 1.5)],
+        [_tc("abs_loc_x", 4, 6.0, "negative"), _tc("loc_x", 4, 14.0, weight=0.5)],
+        [r"cut[s]?[- ]?in\w*", r"cutting in", r"cuts? (into|in front)", r"merg\w* (into|in front)",
+         r"(moves|pulls|swerves|changes lanes?) (in|into) (our|the ego|my) lane",
+         r"into (our|the ego|my) lane"],
+        ["a car cuts in front of us", "a vehicle merges into our lane ahead"],
+        weakness="an ego turn or lane change sweeps every track sideways; gates cannot say "
+                 "'while the ego is straight'", paper=True, tags=("lateral",)),
+    _ev("cut_out", "cut-out", "A surrounding vehicle ahead moves out of the ego lane.",
+        _ent(classes=VEHICLES), [_gate("distance", "lt", 40.0), _gate("abs_loc_x", "lt", 1.5)],
+        [_tc("abs_loc_x", 4, 6.0, "positive")],
+        [r"cut[s]?[- ]?out\w*", r"(leaves|exits|moves out of|changes out of|pulls out of) (our|the ego|my) lane",
+         r"(car|vehicle|truck) ahead (changes lanes?|moves (left|right|over))"],
+        ["the car in front leaves our lane", "the lead vehicle changes out of our lane"],
+        paper=True, tags=("lateral",)),
+    _ev("traffic_disruption", "traffic disruption",
+        "A vehicle blocks or disrupts the traffic flow in the ego lane, forcing the ego to slow.",
+        _ent(classes=VEHICLES), [_gate("distance", "lt", 30.0), _gate("abs_loc_x", "lt", 2.0)],
+        [_tc("speed", 4, 5.0, "negative"), _tc("distance", 4, 10.0, "negative", weight=0.5)],
+        [r"block\w* (the )?(road|lane|traffic)", r"traffic (disruption|jam|congestion)",
+         r"(stalled|stopped|broken[- ]down|double[- ]parked) (car|vehicle|truck)", r"obstruct\w*",
+         r"disrupt\w*"],
+        ["a stalled truck blocks our lane", "traffic is disrupted ahead"],
+        weakness="'blocking' is a scene-level judgement; approximated by an in-lane object "
+                 "while the ego slows", paper=True, tags=("scene",)),
+    _ev("lane_change", "lane change", "A vehicle (the ego or another) moves smoothly into an "
+        "adjacent lane.",
+        _ent(classes=FOUR_WHEEL, agg="consensus"), [],
+        [_tc("loc_x", 4, 3.5, min_fraction=0.3)],
+        [r"lane[- ]chang\w*", r"chang\w* lanes?", r"switch\w* lanes?", r"moves? (over )?(one|a) lane"],
+        ["a lane change", "the car switches lanes"],
+        weakness="without an ego lane index the ego's lane change is read from every track "
+                 "shifting together (consensus)", paper=True, tags=("lateral",)),
+    _ev("object_approach", "object approach", "A surrounding object rapidly approaches the ego.",
+        _ent(), [], [_tc("distance", 4, 20.0, "negative"), _mt("distance", "decreasing", 3.0, 0.5)],
+        [r"approach\w*", r"clos\w* in", r"(getting|gets|coming) closer", r"clos\w* (the )?(gap|distance)"],
+        ["an object approaches us fast", "a vehicle closes in on the ego car"],
+        paper=True, tags=("longitudinal",)),
+    _ev("collision", "collision", "Direct physical impact between road users or with an object.",
+        _ent(classes=VEHICLES + ["pedestrian", "bicycle"]), [_gate("distance", "lt", 3.0)],
+        [_tc("distance", 2, 10.0, "negative"), _tc("loc_x", 2, 4.0, weight=0.5)],
+        [r"collid\w*", r"collision\w*", r"crash\w*", r"accident\w*", r"\bhits?\b", r"\bhitting\b",
+         r"smash\w*", r"impact\w*", r"\bstruck\b", r"rear[- ]?end\w*", r"sideswip\w*", r"t[- ]?bon\w*",
+         r"run (over|into)", r"ran (over|into)", r"knock\w* (down|over)"],
+        ["a traffic accident", "two cars crash"],
+        weakness="contact is not observable in ranged tracks and ranging degrades at contact "
+                 "range (occlusion, boxes cut by the image border)", paper=True, tags=("proximity",)),
+    _ev("emergency_vehicle", "emergency vehicle", "An ambulance, fire truck or police car is "
+        "present and moving.",
+        _ent(classes=["truck", "car", "emergency_vehicle", "ambulance", "police", "fire_truck"]),
+        [_gate("distance", "lt", 40.0)], [_tc("distance", 4, 20.0)],
+        [r"ambulance\w*", r"fire ?(truck|engine)s?", r"police( car)?s?", r"emergency vehicles?", r"siren\w*"],
+        ["an ambulance passes", "a police car with sirens"],
+        weakness="no siren, light-bar or livery class in the offline detector (COCO): the rule "
+                 "only sees a moving car or truck", paper=True, tags=("scene",)),
+    _ev("evasive_maneuver", "evasive maneuver", "The ego driver steers or brakes sharply to avoid "
+        "an obstacle.",
+        _ent("ego"), [_gate("speed", "gt", 3.0)],
+        [_tc("yaw_rate", 2, 0.3), _tc("speed", 2, 4.0, "negative", weight=0.7)],
+        [r"evasive\w*", r"(steer\w*|swerv\w*|brak\w*) to avoid", r"dodg\w*", r"take(s)? evasive action"],
+        ["the driver steers to avoid an obstacle", "an evasive manoeuvre"],
+        paper=True, tags=("ego",)),
+    _ev("sudden_speed_change", "sudden speed change", "The ego abruptly accelerates or decelerates.",
+        _ent("ego"), [], [_tc("speed", 2, 6.0)],
+        [r"sudden(ly)? (speed|accelerat|decelerat)\w*", r"speed\w* up (suddenly|rapidly)",
+         r"rapid(ly)? accelerat\w*", r"abrupt\w* (accelerat|decelerat|speed)\w*", r"floor\w* it"],
+        ["the ego suddenly speeds up", "an abrupt speed change"],
+        paper=True, tags=("ego", "longitudinal")),
+    _ev("lateral_movement", "lateral movement", "A surrounding vehicle (not the ego) moves "
+        "noticeably sideways.",
+        _ent(classes=VEHICLES), [_gate("distance", "lt", 30.0)], [_tc("loc_x", 2, 4.0)],
+        [r"(moves|drifts|slides|veers) (sideways|laterally|left|right)", r"lateral\w* (movement|motion|drift)",
+         r"drift\w* (into|across|toward)", r"veer\w*"],
+        ["a car drifts sideways", "a vehicle veers to the side"],
+        paper=True, tags=("lateral",)),
+    _ev("sudden_stop", "sudden stop", "The ego stops abruptly from speed.",
+        _ent("ego"), [_gate("speed", "lt", 0.5)], [_tc("speed", 3, 8.0, "negative")],
+        [r"sudden(ly)? stop\w*", r"(abrupt|emergency|quick|full) stop\w*", r"stops? (suddenly|abruptly|dead)",
+         r"(comes?|came) to a (sudden |abrupt |complete )?(halt|stop)"],
+        ["the ego car stops suddenly", "an abrupt stop"],
+        paper=True, tags=("ego", "longitudinal")),
+    _ev("loss_of_control", "loss of control", "A vehicle loses control: spins out, skids, drifts.",
+        _ent("ego"), [], [_tc("yaw_rate", 1, 0.6), _tc("heading", 2, 1.0, weight=0.5)],
+        [r"(los\w*|lost) (of )?control", r"out of control", r"spin\w* out", r"spun( out)?", r"skid\w*",
+         r"fishtail\w*", r"hydroplan\w*", r"aquaplan\w*"],
+        ["a car loses control", "the vehicle spins out"],
+        weakness="records carry no object orientation, so another vehicle's spin is invisible; "
+                 "the form reads the ego's yaw only", paper=True, tags=("ego",)),
+    _ev("rollover", "rollover", "A vehicle rolls over, tips onto its side or flips.",
+        _ent(classes=VEHICLES), [_gate("distance", "lt", 30.0)], [_tc("bbox_area", 1, 20000.0)],
+        [r"roll\w* over", r"rollover", r"flip\w*( over)?", r"overturn\w*", r"tip\w* (over|onto)",
+         r"on (its|their) (side|roof)", r"capsiz\w*"],
+        ["a car rolls over", "a truck tips onto its side"],
+        weakness="no orientation field and no rollover training class: a sudden box-shape change "
+                 "is the only proxy; expect low AP", paper=True, tags=("scene",)),
+    _ev("dynamic_object_crossing", "dynamic object crossing", "An animal, debris or other "
+        "non-vehicle object crosses the road.",
+        _ent(classes=["other", "animal", "dog", "cat", "deer", "bird", "horse", "cow"]),
+        [_gate("distance", "lt", 30.0)], [_tc("loc_x", 4, 6.0)],
+        [r"animals?", r"\bdogs?\b", r"\bdeer\b", r"\bcats?\b", r"debris", r"(object|thing)s? (cross|fly|roll)\w*",
+         r"\bcows?\b", r"\bhorses?\b", r"\bbirds?\b"],
+        ["a dog runs across the road", "debris crosses the lane"],
+        weakness="the offline COCO detector has animals but not debris; tracks of class 'other' "
+                 "in imported records are the usual source", paper=True, tags=("crossing",)),
+    _ev("object_departure", "object departure", "A surrounding object moves away from the ego.",
+        _ent(), [], [_tc("distance", 4, 20.0, "positive"), _mt("distance", "increasing", 3.0, 0.5)],
+        [r"(moves?|drives?|pulls?|speeds?) away", r"depart\w*", r"recede\w*", r"(leaves|leaving) the (scene|view|frame)",
+         r"(gets|getting) farther"],
+        ["a car drives away from us", "the vehicle departs"],
+        paper=True, tags=("longitudinal",)),
+    _ev("reverse", "reverse", "A vehicle is reversing or backing up.",
+        _ent("ego"), [_gate("speed", "lt", -0.5)], [_tc("speed", 4, 2.0, "negative")],
+        [r"revers\w*", r"back\w* up", r"backward\w*", r"back\w* out"],
+        ["the ego car reverses", "a vehicle backs up"],
+        weakness=_NO_SIGNED_SPEED, paper=True, tags=("ego",)),
+    _ev("sharp_turn", "sharp turn", "A vehicle makes a sharp or aggressive turn.",
+        _ent("ego"), [_gate("speed", "gt", 2.0)], [_tc("heading", 4, 1.2), _tc("yaw_rate", 2, 0.3, weight=0.5)],
+        [r"sharp(ly)? turn\w*", r"turn\w* sharply", r"aggressive(ly)? turn\w*", r"hairpin", r"tight turn"],
+        ["a sharp turn", "the ego turns aggressively"],
+        paper=True, tags=("ego",)),
+    # ---- finer events the product and the dev benchmark need ---------------------------------
+    _ev("cut_in_left", "cut-in from the left", "A vehicle moves into the ego lane from the left.",
+        _ent(classes=VEHICLES), [_gate("distance", "lt", 40.0), _gate("abs_loc_x", "lt", 1.5)],
+        [_tc("abs_loc_x", 4, 6.0, "negative"), _tc("loc_x", 4, 4.0, "positive", weight=0.7)],
+        [], ["a car cuts in from the left", "a vehicle merges into our lane from the left side"],
+        parent="cut_in", tags=("lateral", "left")),
+    _ev("cut_in_right", "cut-in from the right", "A vehicle moves into the ego lane from the right.",
+        _ent(classes=VEHICLES), [_gate("distance", "lt", 40.0), _gate("abs_loc_x", "lt", 1.5)],
+        [_tc("abs_loc_x", 4, 6.0, "negative"), _tc("loc_x", 4, 4.0, "negative", weight=0.7)],
+        [], ["a car cuts in from the right", "a vehicle merges into our lane from the right side"],
+        parent="cut_in", tags=("lateral", "right")),
+    _ev("ego_turn_left", "ego left turn", "The ego vehicle turns left (e.g. at a junction).",
+        _ent("ego"), [], [_tc("heading", 8, 1.2, "positive")],
+        [], ["we turn left at the intersection", "the ego car makes a left turn"],
+        parent="sharp_turn", tags=("ego", "left")),
+    _ev("ego_turn_right", "ego right turn", "The ego vehicle turns right (e.g. at a junction).",
+        _ent("ego"), [], [_tc("heading", 8, 1.2, "negative")],
+        [], ["we turn right at the junction", "the ego car makes a right turn"],
+        parent="sharp_turn", tags=("ego", "right")),
+    _ev("ego_lane_change", "ego lane change", "The ego vehicle changes lanes; nearby tracks shift "
+        "sideways together.",
+        _ent(classes=FOUR_WHEEL, agg="consensus"), [], [_tc("loc_x", 4, 3.5, min_fraction=0.3),
+                                                        _tc("heading", 4, 0.15, weight=0.3)],
+        [], ["the ego car changes lanes", "we move over one lane"],
+        weakness="no ego lane index; read from consensus shifts of other tracks, which an ego "
+                 "turn also produces", parent="lane_change", subject="ego", tags=("ego", "lateral")),
+    _ev("lead_brake", "lead vehicle brakes", "The vehicle ahead in the ego lane slows down sharply.",
+        _ent(classes=FOUR_WHEEL), [_gate("distance", "lt", 40.0), _gate("abs_loc_x", "lt", 1.5)],
+        [_tc("distance", 3, 8.0, "negative"), _tc("speed", 4, 4.0, "negative", weight=0.5)],
+        [r"(car|vehicle|truck|bus|lead\w*) (ahead|in front)( of us)? (brakes|is braking|slows)",
+         r"lead (car|vehicle) brak\w*", r"brake lights"],
+        ["the car ahead brakes", "the lead vehicle slows down suddenly"],
+        parent="hard_brake", tags=("longitudinal",)),
+    _ev("ego_brake", "ego brakes", "The ego vehicle brakes and slows down markedly.",
+        _ent("ego"), [_gate("accel", "lt", -1.0)], [_tc("speed", 4, 6.0, "negative")],
+        [], ["the ego car slows down sharply", "we brake and slow down"],
+        parent="hard_brake", tags=("ego", "longitudinal")),
+    _ev("cyclist_crossing", "cyclist crossing", "A cyclist rides across the road ahead of the ego.",
+        _ent(classes=["bicycle"]), [_gate("distance", "lt", 25.0), _gate("abs_loc_x", "lt", 2.0)],
+        [_tc("loc_x", 4, 6.0)],
+        [r"cyclists? (is |are )?(crossing|cross\w*|rid\w* across)", r"bik(e|er|es)\w* (crossing|cross\w*|across)",
+         r"bicycl\w* (crossing|cross\w*|across)"],
+        ["a cyclist rides across the street", "a bike crosses in front of us"],
+        parent="dynamic_object_crossing", tags=("crossing", "vru")),
+    _ev("crossing_vehicle", "crossing vehicle", "Another vehicle crosses the ego's path, e.g. at an "
+        "intersection.",
+        _ent(classes=VEHICLES), [_gate("distance", "lt", 40.0), _gate("abs_loc_x", "lt", 2.0)],
+        [_tc("loc_x", 4, 12.0)],
+        [r"cross\w* (our|the ego'?s?|my) path", r"cross traffic", r"(car|vehicle|truck)s? cross\w*",
+         r"crossing (car|vehicle|truck)s?"],
+        ["a car crosses our path at the junction", "cross traffic at the intersection"],
+        parent="dynamic_object_crossing", tags=("crossing",)),
+    _ev("overtaken_left", "overtaken on the left", "A vehicle passes the ego on its left side.",
+        _ent(classes=VEHICLES), [_gate("distance", "lt", 8.0), _gate("loc_x", "lt", -1.5)],
+        [_tc("distance", 4, 10.0, "positive"), _mt("distance", "increasing", 2.0, 0.5)],
+        [r"overtak\w*", r"pass\w* (us|the ego|me)", r"(passes|passing|overtakes) on the (left|right)"],
+        ["someone overtakes us on the left", "a car passes us on our left"],
+        weakness="side is read from any track left of the ego, not from the passing track itself",
+        parent="object_departure", tags=("left",)),
+    _ev("overtaken_right", "overtaken on the right", "A vehicle passes the ego on its right side.",
+        _ent(classes=VEHICLES), [_gate("distance", "lt", 8.0), _gate("loc_x", "gt", 1.5)],
+        [_tc("distance", 4, 10.0, "positive"), _mt("distance", "increasing", 2.0, 0.5)],
+        [], ["a vehicle overtakes us on the right", "a car passes the ego on its right side"],
+        weakness="side is read from any track right of the ego, not from the passing track itself",
+        parent="object_departure", tags=("right",)),
+    _ev("close_pass", "close pass", "A vehicle passes extremely close beside the ego.",
+        _ent(classes=VEHICLES), [_gate("distance", "lt", 6.0), _gate("abs_loc_x", "lt", 2.5)],
+        [_tc("distance", 3, 15.0)],
+        [r"clos\w* pass\w*", r"pass\w* (extremely |very |dangerously )?clos\w*", r"inches (away|from)",
+         r"squeez\w* (past|by)"],
+        ["a truck passes very close to us", "a close pass by a bus"],
+        parent="near_miss", tags=("proximity",)),
+    _ev("ego_collision", "ego collision", "The ego vehicle itself collides with another road user.",
+        _ent(classes=VEHICLES + ["pedestrian", "bicycle"]), [_gate("distance", "lt", 2.0)],
+        [_tc("distance", 2, 10.0, "negative"), _tc("speed", 2, 4.0, "negative", weight=0.5)],
+        [r"(we|ego[- ]?(car|vehicle)?|our car) (collides?|crash\w*|hits?)"],
+        ["our car hits another vehicle", "the ego car crashes into someone"],
+        weakness=("contact is not observable; ego involvement is inferred from a track reaching "
+                  "contact range while the ego decelerates"), parent="collision", subject="ego",
+        tags=("proximity",)),
+    _ev("rear_end", "rear-end collision", "The ego vehicle runs into the vehicle ahead.",
+        _ent(classes=FOUR_WHEEL), [_gate("distance", "lt", 2.0), _gate("abs_loc_x", "lt", 1.5)],
+        [_tc("distance", 3, 10.0, "negative")],
+        [r"rear[- ]?end\w*"], ["we rear-end the car ahead", "ego runs into the back of a car"],
+        weakness="contact is not observable; see collision", parent="collision", subject="ego",
+        tags=("proximity",)),
+    _ev("ego_stationary", "ego stationary", "The ego vehicle stands still for most of the clip.",
+        _ent("ego"), [_gate("speed", "lt", 0.3, 0.8)], [],
+        [r"(standing|stand\w*|sits?|sitting|waiting|wait\w*) (still|at|in)", r"stationary", r"parked",
+         r"(at|to) a (standstill|stop)", r"not moving", r"idl\w*"],
+        ["the ego car is standing still", "we wait at a red light"],
+        weakness="whole-clip state, not a change: a gates-only form (S_track = 1), so every clip "
+                 "that passes ties", subject="ego", tags=("ego", "state")),
+)
+
+EVENTS = EVENTS + (
+    _ev("steady_driving", "steady driving", "The ego drives steadily for the whole clip (normal "
+        "cruising, nothing happens).",
+        _ent("ego"), [_gate("speed", "ge", 3.0, 0.9)], [],
+        [r"uneventful", r"nothing (really )?happens", r"normal (driving|cruising)", r"cruis\w*",
+         r"keep\w* (the|our|its) lane", r"steady (driving|speed)"],
+        ["normal cruising, nothing happens", "uneventful driving"],
+        weakness="the DSL scores the presence of a pattern, not the absence of events: this "
+                 "gates-only form finds clips where the ego keeps moving; 'nothing happens' must "
+                 "come from the other retrieval sources", subject="ego", tags=("ego", "state")),
+)
+
+EVENT_KEYS: tuple[str, ...] = tuple(e.key for e in EVENTS)
+PAPER_EVENT_KEYS: tuple[str, ...] = tuple(e.key for e in EVENTS if e.paper)
+_BY_KEY = {e.key: e for e in EVENTS}
+
+
+def get_event(key: str) -> EventDef:
+    """The inventory entry for ``key``; raises KeyError naming the valid keys."""
+    try:
+        return _BY_KEY[key]
+    except KeyError:
+        raise KeyError(f"unknown event {key!r}; valid: {', '.join(EVENT_KEYS)}") from None
+
+
+def starting_rule(key: str) -> dict:
+    """A deep copy of the event's rule form with its uncalibrated starting numbers."""
+    import copy
+    return copy.deepcopy(get_event(key).form)

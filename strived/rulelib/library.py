@@ -1,0 +1,199 @@
+"""The calibrated rule library: versioned JSON with provenance (``strived.rule_library/1``).
+
+    {"format": "strived.rule_library/1", "version": "1.0+3f2a9c1d", "created": "2025-...",
+     "provenance": {"corpus": ..., "label_source": ..., "proposer": ..., "seed": ..., ...},
+     "events": {"cut_in": {"name", "description", "rule", "start_rule", "calibrated", "ap",
+                           "start_ap", "iterations", "n_pos", "n_neg", "weakness", "paper",
+                           "parent", "note"}, ...}}
+
+``rule`` is the calibrated rule (canonical form, validated by `parse_rule` on load); ``start_rule``
+the human-written form with its uncalibrated starting numbers (the "without calibration"
+ablation). The version's suffix is a hash of the rules, so an LLM answer cached for one library
+is never reused for another.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from ..errors import StrivedError
+from .events import EVENTS, get_event
+
+FORMAT = "strived.rule_library/1"
+BASE_VERSION = "1.0"
+
+
+class RuleLibraryError(StrivedError):
+    """A rule library file is missing, malformed or of an unknown format."""
+
+
+@dataclass
+class LibraryEntry:
+    """One event of the library: its calibrated rule and how it was fitted."""
+
+    event: str
+    rule: dict
+    start_rule: dict
+    calibrated: bool = False
+    ap: float | None = None
+    start_ap: float | None = None
+    iterations: int = 0
+    n_pos: int = 0
+    n_neg: int = 0
+    note: str | None = None
+
+    @property
+    def definition(self):
+        return get_event(self.event)
+
+    def to_dict(self) -> dict:
+        ev = self.definition
+        return {"name": ev.name, "description": ev.description, "rule": self.rule,
+                "start_rule": self.start_rule, "calibrated": self.calibrated,
+                "ap": _r(self.ap), "start_ap": _r(self.start_ap), "iterations": self.iterations,
+                "n_pos": self.n_pos, "n_neg": self.n_neg, "weakness": ev.weakness,
+                "paper": ev.paper, "parent": ev.parent, "note": self.note}
+
+
+def _r(x):
+    return None if x is None else round(float(x), 4)
+
+
+def _canonical(rule: dict) -> dict:
+    from ..rules.model import parse_rule
+    return parse_rule(rule).to_dict()
+
+
+@dataclass
+class RuleLibrary:
+    """Event key -> `LibraryEntry`, with provenance. ``version`` identifies the exact rules."""
+
+    entries: dict[str, LibraryEntry]
+    provenance: dict = field(default_factory=dict)
+    created: str | None = None
+    path: str | None = None
+
+    @classmethod
+    def uncalibrated(cls) -> "RuleLibrary":
+        """Every inventory event with its starting numbers (nothing fitted)."""
+        entries = {}
+        for ev in EVENTS:
+            r = _canonical(ev.form)
+            entries[ev.key] = LibraryEntry(ev.key, r, copy.deepcopy(r))
+        return cls(entries, {"corpus": None, "label_source": None,
+                             "note": "uncalibrated starting numbers"})
+
+    @property
+    def version(self) -> str:
+        blob = json.dumps({k: e.rule for k, e in sorted(self.entries.items())}, sort_keys=True)
+        return f"{BASE_VERSION}+{hashlib.sha256(blob.encode()).hexdigest()[:8]}"
+
+    def keys(self) -> list[str]:
+        return list(self.entries)
+
+    def rule(self, event: str):
+        """The event's rule as a validated `Rule`."""
+        from ..rules.model import parse_rule
+        return parse_rule(self.entries[event].rule)
+
+    def start_version(self) -> "RuleLibrary":
+        """The same library with every rule reset to its uncalibrated starting numbers."""
+        entries = {k: LibraryEntry(k, copy.deepcopy(e.start_rule), copy.deepcopy(e.start_rule))
+                   for k, e in self.entries.items()}
+        return RuleLibrary(entries, {**self.provenance, "note": "starting numbers (ablation)"},
+                           self.created)
+
+    def to_dict(self) -> dict:
+        return {"format": FORMAT, "version": self.version, "created": self.created,
+                "provenance": self.provenance,
+                "events": {k: e.to_dict() for k, e in self.entries.items()}}
+
+    def save(self, path: str | Path) -> None:
+        """Write the library JSON (atomically: a temporary file renamed into place)."""
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_suffix(p.suffix + ".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=1, ensure_ascii=False) + "\n",
+                       encoding="utf-8")
+        tmp.replace(p)
+
+    @classmethod
+    def from_dict(cls, d: dict, path: str | None = None) -> "RuleLibrary":
+        from ..errors import RuleError
+        if not isinstance(d, dict) or d.get("format") != FORMAT:
+            raise RuleLibraryError(f"{path or 'library'}: not a {FORMAT} file "
+                                   f"(format={d.get('format') if isinstance(d, dict) else None!r})")
+        entries = {}
+        for key, e in d.get("events", {}).items():
+            try:
+                get_event(key)
+            except KeyError as err:
+                raise RuleLibraryError(f"{path or 'library'}: {err.args[0]}") from None
+            try:
+                rule, start = _canonical(e["rule"]), _canonical(e.get("start_rule") or e["rule"])
+            except RuleError as err:
+                raise RuleLibraryError(f"{path or 'library'}: event {key}: {err}") from None
+            entries[key] = LibraryEntry(key, rule, start, bool(e.get("calibrated")), e.get("ap"),
+                                        e.get("start_ap"), int(e.get("iterations") or 0),
+                                        int(e.get("n_pos") or 0), int(e.get("n_neg") or 0),
+                                        e.get("note"))
+        lib = cls(entries, d.get("provenance") or {}, d.get("created"), path)
+        if d.get("version") and d["version"] != lib.version:
+            lib.provenance = {**lib.provenance, "version_mismatch":
+                              f"file says {d['version']}, rules hash to {lib.version} (edited by hand?)"}
+        return lib
+
+    @classmethod
+    def load(cls, path: str | Path) -> "RuleLibrary":
+        p = Path(path)
+        try:
+            d = json.loads(p.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise RuleLibraryError(f"rule library {p} does not exist") from None
+        except ValueError as e:
+            raise RuleLibraryError(f"rule library {p} is not valid JSON: {e}") from None
+        return cls.from_dict(d, str(p))
+
+
+def default_library_path() -> Path | None:
+    """The shipped library: ``resources/rule_library.json`` of the source tree or the package."""
+    here = Path(__file__).resolve().parents[2] / "resources" / "rule_library.json"
+    if here.exists():
+        return here
+    try:
+        p = resources.files("strived").joinpath("resources/rule_library.json")
+        if p.is_file():
+            return Path(str(p))
+    except (ModuleNotFoundError, FileNotFoundError):
+        pass
+    return None
+
+
+_DEFAULT: RuleLibrary | None = None
+
+
+def load_default_library(calibrated: bool = True) -> RuleLibrary:
+    """The shipped calibrated library (cached); ``calibrated=False`` gives the same rule forms
+    with their starting numbers. Falls back to the uncalibrated inventory (and says so in its
+    provenance) when no library file ships."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        p = default_library_path()
+        if p is None:
+            lib = RuleLibrary.uncalibrated()
+            lib.provenance["note"] = "no resources/rule_library.json found: uncalibrated inventory"
+        else:
+            lib = RuleLibrary.load(p)
+        # events added to the inventory after the file was written keep their starting numbers
+        for ev in EVENTS:
+            if ev.key not in lib.entries:
+                r = _canonical(ev.form)
+                lib.entries[ev.key] = LibraryEntry(ev.key, r, copy.deepcopy(r),
+                                                   note="not in the library file: starting numbers")
+        _DEFAULT = lib
+    return _DEFAULT if calibrated else _DEFAULT.start_version()

@@ -1,0 +1,79 @@
+"""Query -> rule: the confidence-gated policy (match; reuse at ≥ 0.6, else adapt).
+
+    resolve_rule("a scooter crashes", llm=None) -> ResolvedRule(rule, event="collision",
+        confidence=0.55, mode="adapted", source="offline", notices=[...], exemplar_event="collision")
+
+With ``llm`` (an `LLMClient`), the LLM matcher and adapter run first; an unreachable or invalid
+LLM answer falls back to the offline path and says so in ``notices``. Never raises for LLM
+trouble.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..rules.model import Rule, parse_rule
+from .adapter import adapt_offline
+from .library import RuleLibrary, load_default_library
+from .matcher import TAU_REUSE, MatchResult, match_offline
+
+
+@dataclass
+class ResolvedRule:
+    rule: Rule
+    event: str
+    confidence: float
+    mode: str                 # "reused" | "adapted"
+    source: str               # "offline" | "llm"
+    notices: list[str] = field(default_factory=list)
+    exemplar_event: str | None = None
+    reason: str = ""
+
+    def explain(self) -> str:
+        """Human-readable summary (what `strived search --explain` prints)."""
+        import json
+        lines = [f"matched event: {self.event} (confidence {self.confidence:.2f}, {self.source})",
+                 f"rule {self.mode}" + (f" from '{self.exemplar_event}'" if self.mode == "adapted"
+                                        else ""), f"why: {self.reason}"]
+        lines += [f"notice: {n}" for n in self.notices]
+        lines.append(json.dumps(self.rule.to_dict(), indent=1))
+        return "\n".join(lines)
+
+
+def resolve_rule(query: str, library: RuleLibrary | None = None, llm=None, *,
+                 tau: float = TAU_REUSE, use_embeddings: bool = False) -> ResolvedRule:
+    """The rule to run for ``query`` (see module doc)."""
+    lib = library or load_default_library()
+    notices: list[str] = []
+    match: MatchResult | None = None
+    if llm is not None:
+        from ..llm.errors import LLMError
+        from .llm_stages import adapt_llm, match_llm
+        try:
+            match = match_llm(llm, query, lib)
+        except LLMError as e:
+            notices.append(f"LLM matcher unavailable, offline matcher used: {e}")
+        if match is not None and match.event != "none" and match.confidence >= tau:
+            return ResolvedRule(lib.rule(match.event), match.event, match.confidence, "reused",
+                                "llm", notices, match.event, match.reason)
+        if match is not None:
+            exemplar = match.event if match.event in lib.entries else \
+                match_offline(query, lib, use_embeddings=use_embeddings).event
+            try:
+                rule_d = adapt_llm(llm, query, exemplar, lib)
+                return ResolvedRule(parse_rule(rule_d), match.event, match.confidence, "adapted",
+                                    "llm", notices, exemplar, match.reason)
+            except LLMError as e:
+                notices.append(f"LLM adapter failed, offline adapter used: {e}")
+    off = match_offline(query, lib, use_embeddings=use_embeddings)
+    if match is None:
+        match = off
+    if match.event in lib.entries and match.confidence >= tau:
+        return ResolvedRule(lib.rule(match.event), match.event, match.confidence, "reused",
+                            "offline", notices, match.event, match.reason)
+    exemplar_match = match if match.event in lib.entries else off
+    rule_d, more = adapt_offline(query, exemplar_match, lib)
+    exemplar = rule_d.get("description", "").split("'")[1] if "'" in rule_d.get("description", "") \
+        else exemplar_match.event
+    return ResolvedRule(parse_rule(rule_d), match.event, match.confidence, "adapted", "offline",
+                        notices + more, exemplar, match.reason)
