@@ -72,7 +72,8 @@ def scorer_for(library) -> RuleScorer:
     return cached[1]
 
 
-def resolve_query_rule(query: str, *, library=None, llm=None, event: str | None = None) -> tuple[Rule, dict]:
+def resolve_query_rule(query: str, *, library=None, llm=None, event: str | None = None,
+                       rule_library=None) -> tuple[Rule, dict]:
     """Rule for a query: the calibrated library's matcher/adapter when present, else the
     hand-written rule of ``event``. Returns (rule, match info)."""
     if event:
@@ -87,17 +88,17 @@ def resolve_query_rule(query: str, *, library=None, llm=None, event: str | None 
         from .rulelib.resolve import resolve_rule
     except ImportError:
         raise SourceUnavailable("the calibrated rule library is not installed (strived.rulelib)") from None
-    rr = resolve_rule(query, llm=llm)
+    rr = resolve_rule(query, library=rule_library, llm=llm)
     return rr.rule, {"event": rr.event, "confidence": rr.confidence, "mode": rr.mode,
                      "source": rr.source, "notices": list(rr.notices),
                      "exemplar_event": getattr(rr, "exemplar_event", None)}
 
 
-def rule_ranking(library, rule: Rule) -> list[tuple[str, float, int]]:
+def rule_ranking(library, rule: Rule, binarize: bool = False) -> list[tuple[str, float, int]]:
     """(video_id, score, peak_track) of videos with a score > 0, best first (ties by id)."""
     import numpy as np
 
-    res = scorer_for(library).score(rule)
+    res = scorer_for(library).score(rule, binarize=binarize)
     nz = np.flatnonzero(res.scores > 0)
     order = nz[np.lexsort((nz, -res.scores[nz]))]  # ids are sorted, so index order = id order
     return [(res.video_ids[i], float(res.scores[i]), int(res.peak_track[i])) for i in order]
@@ -142,6 +143,7 @@ def build_text_index(library, progress: ProgressFn = None, cancel: CancelFn = No
 def search(library, query: str, *, rule: Rule | dict | None = None, event: str | None = None,
            weights: dict[str, float] | None = None, sources: Sequence[str] = SOURCES,
            top_k: int = 50, llm=None, span_k: int = 20, rrf_k: int = RRF_K,
+           rule_library=None, rule_hits: list[tuple[str, float, int]] | None = None,
            progress: ProgressFn = None, cancel: CancelFn = None) -> SearchResponse:
     """Search a library with a plain-language query.
 
@@ -171,12 +173,16 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
                 rule_obj = rule if isinstance(rule, Rule) else parse_rule(rule)
                 match = {"event": rule_obj.event, "confidence": None, "mode": "user", "source": "user",
                          "notices": []}
+            elif rule_hits is None:
+                rule_obj, match = resolve_query_rule(query, library=library, llm=llm, event=event,
+                                                     rule_library=rule_library)
             else:
-                rule_obj, match = resolve_query_rule(query, library=library, llm=llm, event=event)
+                match = {"event": None, "confidence": None, "mode": "precomputed", "source": "caller",
+                         "notices": []}
             notices.extend(match.get("notices") or [])
             timings["resolve_rule"] = (time.perf_counter() - t0) * 1e3
             t1 = time.perf_counter()
-            rr = rule_ranking(library, rule_obj)
+            rr = rule_hits if rule_hits is not None else rule_ranking(library, rule_obj)
             timings["rule"] = (time.perf_counter() - t1) * 1e3
             rankings["rule"] = [v for v, _, _ in rr]
             scores["rule"] = {v: s for v, s, _ in rr}

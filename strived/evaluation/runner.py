@@ -38,6 +38,9 @@ class EvalContext:
     bench: Benchmark
     library: object
     llm: object = None
+    cv_folds: int = 0  # > 0: calibrated rules are cross-fitted (each item scored by a library
+    #                     calibrated without its fold); 0: the shipped library as it is
+    cache: dict = field(default_factory=dict)
 
 
 MethodFn = Callable[[EvalContext, BenchQuery], MethodOutput]
@@ -51,58 +54,9 @@ def method(name: str, description: str):
     return deco
 
 
-def _from_search(ctx: EvalContext, q: BenchQuery, **kw) -> MethodOutput:
-    try:
-        resp = search(ctx.library, q.text, top_k=10**9, span_k=10, llm=ctx.llm, **kw)
-    except SourceUnavailable as e:
-        raise MethodUnavailable(str(e)) from None
-    srcs = kw.get("sources", ())
-    missing = [s for s in srcs if s not in resp.sources_used]
-    if missing:
-        raise MethodUnavailable("; ".join(n for n in resp.notices if "skipped" in n) or
-                                f"source(s) {missing} unavailable")
-    return MethodOutput([h.video_id for h in resp.hits],
-                        {h.video_id: h.span_s for h in resp.hits if h.span_s}, list(resp.notices))
-
-
-@method("rule-hand", "symbolic path with the hand-written rule of the query's event key (no calibration)")
-def _m_rule_hand(ctx, q):
-    if not q.event:
-        raise MethodUnavailable("query has no event key")
-    from .hand_rules import hand_rule
-
-    if hand_rule(q.event) is None:
-        raise MethodUnavailable(f"no hand-written rule for {q.event}")
-    return _from_search(ctx, q, sources=("rule",), event=q.event)
-
-
-@method("rule", "symbolic path: calibrated library matcher/adapter (the paper's rule source alone)")
-def _m_rule(ctx, q):
-    return _from_search(ctx, q, sources=("rule",))
-
-
-@method("dense", "dense retrieval alone")
-def _m_dense(ctx, q):
-    return _from_search(ctx, q, sources=("dense",))
-
-
-@method("bm25", "BM25 over per-video summaries alone")
-def _m_bm25(ctx, q):
-    return _from_search(ctx, q, sources=("bm25",))
-
-
-@method("equal", "unweighted RRF of rule, dense, BM25")
-def _m_equal(ctx, q):
-    return _from_search(ctx, q, sources=("rule", "dense", "bm25"),
-                        weights={"rule": 1.0, "dense": 1.0, "bm25": 1.0})
-
-
-@method("full", "the full system: routed weighted RRF of rule, dense, BM25")
-def _m_full(ctx, q):
-    return _from_search(ctx, q, sources=("rule", "dense", "bm25"))
-
-
-DEFAULT_METHODS = ("full", "equal", "rule", "dense", "bm25", "rule-hand")
+DEFAULT_METHODS = ("full", "equal", "rule", "dense", "bm25", "rule-hand", "full-uncalibrated",
+                   "full-no-adapter", "full-binarised", "full-no-gates", "full-no-entity",
+                   "rule-uncalibrated")
 
 
 def bench_library_dir(bench: Benchmark) -> Path:
@@ -132,10 +86,16 @@ def prepare_library(bench: Benchmark, library_dir: Path | None = None, *, index_
         vids = [it for it in bench.items if it.video is not None and not lib.has_video(it.id)]
         if vids:
             try:
-                from ..indexing.job import index_paths
+                from ..indexing.job import index_folder
             except ImportError:
                 raise StrivedError("video indexing (strived.indexing) is not available") from None
-            index_paths([(it.video, it.id) for it in vids], lib, progress=progress, cancel=cancel)
+            # video ids are file names without extension under their folder, as the manifest's ids
+            for folder in sorted({it.video.parent for it in vids}):
+                index_folder(folder, lib, progress=progress, cancel=cancel)
+            lost = [it.id for it in vids if not lib.has_video(it.id)]
+            if lost:
+                report(progress, "index", len(vids), len(vids),
+                       message=f"{len(lost)} video items could not be indexed: {', '.join(lost[:5])}")
     return lib
 
 
@@ -145,16 +105,23 @@ def _span_overlap(span, truths) -> bool:
     return any(min(span[1], b) - max(span[0], a) > 0 for a, b in truths)
 
 
-def run_eval(bench: Benchmark, library, methods=DEFAULT_METHODS, *, llm=None,
+def run_eval(bench: Benchmark, library, methods=DEFAULT_METHODS, *, llm=None, cv_folds: int = 0,
              progress: ProgressFn = None, cancel: CancelFn = None) -> dict:
-    """Evaluate ``methods`` on every query. Returns the FORMATS.md section 3 document."""
+    """Evaluate ``methods`` on every query. Returns the FORMATS.md section 3 document.
+
+    ``cv_folds`` > 0 cross-fits the calibrated library (out-of-sample numbers on the benchmark
+    the shipped library was fitted on)."""
+    from . import methods as _register  # noqa: F401  (fills METHODS)
+
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise StrivedError(f"unknown method(s) {unknown}; valid: {', '.join(METHODS)}")
-    ctx = EvalContext(bench, library, llm)
+    ctx = EvalContext(bench, library, llm, cv_folds)
     items = set(bench.item_ids)
     in_lib = set(library.video_ids()) & items
     out = {"benchmark": bench.name, "n_items": len(bench.items), "n_queries": len(bench.queries),
+           "calibration": (f"cross-fitted, {cv_folds} folds by source and sequence" if cv_folds
+                           else "shipped library as it is"),
            "n_items_searchable": len(in_lib),
            "not_searchable": sorted(items - in_lib),
            "methods": {}, "skipped": {}, "localisation": {}, "latency_ms": {}, "queries": []}

@@ -41,13 +41,16 @@ class ScoreResult:
         return [(self.video_ids[i], float(self.scores[i])) for i in order]
 
 
-def soft_values(cols: TrackColumns, c: SoftScore) -> np.ndarray:
-    """Per-unit score s_c in [0, 1]: per track for object fields, per video for ego fields."""
+def soft_values(cols: TrackColumns, c: SoftScore, binarize: bool = False) -> np.ndarray:
+    """Per-unit score s_c in [0, 1]: per track for object fields, per video for ego fields.
+    ``binarize`` (the paper's "binarised soft scores" ablation): 1 where s_c >= 0.5, else 0."""
     if c.type == "temporal_change":
         raw = cols.window_change(c.field, c.window_s, c.direction)
-        return np.minimum(1.0, raw / c.magnitude)
-    raw = cols.trend_run(c.field, c.direction)
-    return np.minimum(1.0, raw / (2.0 * c.min_duration_s))
+        s = np.minimum(1.0, raw / c.magnitude)
+    else:
+        raw = cols.trend_run(c.field, c.direction)
+        s = np.minimum(1.0, raw / (2.0 * c.min_duration_s))
+    return (s >= 0.5).astype(np.float64) if binarize else s
 
 
 def _gate_units(cols: TrackColumns, g) -> np.ndarray:
@@ -120,8 +123,9 @@ class RuleScorer:
             mask[chosen] = True
         return mask, T.owner, False
 
-    def score(self, rule: Rule) -> ScoreResult:
-        """Score every video; exact implementation of the appendix formulas (see module doc)."""
+    def score(self, rule: Rule, binarize: bool = False) -> ScoreResult:
+        """Score every video; exact implementation of the appendix formulas (see module doc).
+        ``binarize`` thresholds each soft score at 0.5 (ablation)."""
         cols = self.columns
         V = cols.n_videos
         mask, owner, is_ego = self.candidates(rule)
@@ -147,7 +151,7 @@ class RuleScorer:
             acc = np.zeros(n_units, np.float64)
             n_cand = np.bincount(owner[mask], minlength=V).astype(np.float64)
             for c in rule.soft_scores:
-                s = soft_values(cols, c)
+                s = soft_values(cols, c, binarize)
                 if c.field in EGO_FIELDS and not is_ego:
                     s = s[owner]  # the video's ego value, shared by each of its tracks
                 if c.min_fraction is not None:
@@ -165,21 +169,23 @@ class RuleScorer:
         best = np.zeros(V, np.float64)
         peak = np.full(V, -1, np.int64)
         if mask.any():
+            # units are grouped by video (owner ascending): per-video max by reduceat, the peak
+            # unit is the first unit of its video reaching that max (ties: lowest track id order)
             cand = np.flatnonzero(mask)
             o = owner[cand]
             u = unit[cand]
-            order = np.lexsort((cand, -u, o))  # per video: best unit first
-            o_sorted = o[order]
-            first = np.r_[True, o_sorted[1:] != o_sorted[:-1]]
-            top = order[first]
-            best[o[top]] = u[top]
-            ids = np.arange(V) if is_ego else cols.track_ids
-            peak[o[top]] = -1 if is_ego else ids[cand[top]]
+            starts = np.flatnonzero(np.r_[True, o[1:] != o[:-1]])
+            vids = o[starts]
+            gmax = np.maximum.reduceat(u, starts)
+            best[vids] = gmax
+            is_max = u == np.repeat(gmax, np.diff(np.r_[starts, len(o)]))
+            mi = np.flatnonzero(is_max)
+            first = mi[np.r_[True, o[mi][1:] != o[mi][:-1]]]
+            peak[o[first]] = -1 if is_ego else cols.track_ids[cand[first]]
             if rule.entity.agg_mode == "consensus":
-                tot = np.bincount(o, weights=u, minlength=V)
-                cnt = np.bincount(o, minlength=V)
-                mean = np.where(cnt > 0, tot / np.maximum(cnt, 1), 0.0)
-                best = 0.5 * (best + mean)
+                tot = np.add.reduceat(u, starts)
+                cnt = np.diff(np.r_[starts, len(o)])
+                best[vids] = 0.5 * (gmax + tot / cnt)
         entity = np.where(has_cand, best, 0.0)
         scores = np.where(hard, entity, 0.0)
         return ScoreResult(video_ids=list(cols.video_ids), scores=scores, hard=hard, peak_track=peak)

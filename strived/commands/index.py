@@ -1,0 +1,97 @@
+"""`strived index FOLDER --library LIB`: perceive a folder of dashcam videos into a library."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("index", help="index a folder of videos (detect, track, range, ego motion)",
+                              description="Index every video under FOLDER (mp4 mov mkv avi ts) into the "
+                                          "library. Incremental and resumable: run it again after a crash, "
+                                          "a Ctrl-C or new footage.")
+    p.add_argument("folder", help="folder with videos (searched recursively)")
+    p.add_argument("--library", "-l", required=True, help="library folder (created if missing)")
+    p.add_argument("--fps", type=float, default=10.0, help="sampling rate in frames per second (default 10)")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--detector", default="yolov3-tiny",
+                   help="yolov3-tiny (default, offline), onnx:PATH (YOLO-style ONNX) or hf:DIR "
+                        "(transformers object-detection folder)")
+    p.add_argument("--ray", metavar="ADDRESS", default=None,
+                   help="run perception as Ray tasks on this cluster ('local' starts one)")
+    p.add_argument("--retry-failed", action="store_true", help="retry files that failed before")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+class _Bar:
+    """A one-line progress bar on stderr (no dependencies)."""
+
+    def __init__(self, stream=sys.stderr, width: int = 28):
+        self.stream, self.width = stream, width
+        self.last = 0.0
+        self.videos = (0, 0)
+
+    def __call__(self, ev) -> None:
+        now = time.monotonic()
+        if ev.stage == "videos":
+            self.videos = (ev.done, ev.total)
+        elif ev.stage == "frames":
+            self.videos = (ev.extra.get("videos_done", self.videos[0]), ev.extra.get("videos_total", self.videos[1]))
+            if now - self.last < 0.2 and ev.done < ev.total:
+                return
+        else:
+            return
+        self.last = now
+        vd, vt = self.videos
+        frac = (vd + (ev.fraction if ev.stage == "frames" else 0.0)) / vt if vt else 1.0
+        fill = int(self.width * min(1.0, frac))
+        name = (ev.item or "").rsplit("/", 1)[-1][-30:]
+        self.stream.write(f"\r[{'#' * fill}{'.' * (self.width - fill)}] {vd}/{vt} videos {frac:6.1%} {name:<30}")
+        self.stream.flush()
+
+    def done(self) -> None:
+        self.stream.write("\n")
+        self.stream.flush()
+
+
+def run(args) -> int:
+    from ..errors import StrivedError
+    from ..indexing.job import index_folder
+    from ..store.library import Library
+
+    try:
+        lib = Library.open(args.library, create=True)
+    except StrivedError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    bar = None if args.quiet else _Bar()
+    try:
+        rep = index_folder(args.folder, lib, sample_fps=args.fps, detector=args.detector, device=args.device,
+                           progress=bar, retry_failed=args.retry_failed, ray_address=args.ray)
+    except KeyboardInterrupt:
+        if bar:
+            bar.done()
+        print("interrupted: finished videos are saved; run the same command again to resume", file=sys.stderr)
+        return 130
+    except FileNotFoundError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except StrivedError as e:
+        if bar:
+            bar.done()
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    finally:
+        lib.close()
+    if bar:
+        bar.done()
+    print(rep.summary())
+    for path, err in rep.failed:
+        print(f"  FAILED {path}: {err.removeprefix(path + ': ')}", file=sys.stderr)
+    for path, err in rep.skipped_failed:
+        print(f"  not retried {path}: {err} (use --retry-failed)", file=sys.stderr)
+    for path in rep.missing:
+        print(f"  missing {path} (indexed before; file gone)", file=sys.stderr)
+    return 0 if rep.ok else 1

@@ -1,0 +1,199 @@
+"""The methods `strived eval` compares: each source alone, fusion, and the paper's ablations.
+
+Rule-source variants (the paper's Table of ablations):
+- calibrated library vs the same rule forms with their starting numbers ("without calibration");
+- matcher + adapter vs always reusing the closest library rule ("without the adapter");
+- binarised soft scores; without hard gates; without entity selectors (any class, any track).
+With cross-fitting on (``--cv K``), every calibrated rule that scores an item was calibrated on the
+other folds only, so benchmark numbers stay out-of-sample.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from ..engine import SOURCES, SourceUnavailable, rule_ranking, search, scorer_for
+from ..rules import parse_rule
+from ..rules.explain import peak_span
+from .bench import BenchQuery
+from .runner import EvalContext, MethodOutput, MethodUnavailable, method
+
+
+def _rulelib():
+    try:
+        from ..rulelib import library as L, resolve as R
+    except ImportError:
+        raise MethodUnavailable("the calibrated rule library (strived.rulelib) is not available") from None
+    return L, R
+
+
+def _cv_libraries(ctx: EvalContext):
+    """[(fold item ids, library calibrated without them)], built once per evaluation."""
+    if "cv_libs" in ctx.cache:
+        return ctx.cache["cv_libs"]
+    from ..rulelib.calibrate import calibrate_library
+    from ..rulelib.crossval import make_folds
+    from ..rulelib.weak_labels import labels_from_benchmark
+
+    scorer = scorer_for(ctx.library)
+    vids = [v for v in scorer.video_ids if v in set(ctx.bench.item_ids)]
+    labels = labels_from_benchmark(ctx.bench.folder, videos=vids)
+    folds = make_folds(vids, ctx.cv_folds)
+    libs = []
+    for fold in folds:
+        train = [v for v in vids if v not in set(fold)]
+        lib, _ = calibrate_library(scorer, labels.restrict(train))
+        libs.append((set(fold), lib))
+    ctx.cache["cv_libs"] = libs
+    return libs
+
+
+def _transform(rule_d: dict, no_gates: bool, no_entity: bool) -> dict:
+    d = copy.deepcopy(rule_d)
+    if no_gates:
+        d["hard_gates"] = []
+    if no_entity:
+        ent = d.setdefault("entity", {})
+        if ent.get("role", "object") == "object":
+            ent.update({"class_filter": None, "selection": "any", "agg_mode": "any"})
+        for s in d.get("soft_scores", []):
+            s.pop("min_fraction", None)
+    if not d.get("hard_gates") and not d.get("soft_scores"):
+        return None  # nothing left to score: the rule source carries no information
+    return d
+
+
+def _resolve(ctx, q: BenchQuery, rule_lib, adapter: bool):
+    L, R = _rulelib()
+    if adapter:
+        rr = R.resolve_rule(q.text, library=rule_lib, llm=ctx.llm)
+        return rr.rule
+    from ..rulelib.matcher import match_offline
+
+    m = match_offline(q.text, rule_lib)
+    event = m.event if m.event in rule_lib.entries else None
+    if event is None:
+        rr = R.resolve_rule(q.text, library=rule_lib, llm=ctx.llm)
+        event = rr.exemplar_event or rr.event
+    return rule_lib.rule(event)
+
+
+def rule_hits(ctx: EvalContext, q: BenchQuery, *, calibrated=True, adapter=True, binarize=False,
+              no_gates=False, no_entity=False):
+    """(hits [(video_id, score, peak_track)], spans of the top items) for one query and variant."""
+    L, R = _rulelib()
+    key = ("rule", q.id, calibrated, adapter, binarize, no_gates, no_entity)
+    if key in ctx.cache:
+        return ctx.cache[key]
+    if calibrated and ctx.cv_folds:
+        parts = [(fold, lib) for fold, lib in _cv_libraries(ctx)]
+    else:
+        parts = [(None, L.load_default_library(calibrated=calibrated))]
+    hits, rules = [], {}
+    for fold, lib in parts:
+        r = _resolve(ctx, q, lib, adapter)
+        if no_gates or no_entity:
+            d = _transform(r.to_dict(), no_gates, no_entity)
+            if d is None:
+                continue
+            r = parse_rule(d)
+        for vid, s, peak in rule_ranking(ctx.library, r, binarize=binarize):
+            if fold is None or vid in fold:
+                hits.append((vid, s, peak))
+                rules[vid] = r
+    hits.sort(key=lambda h: (-h[1], h[0]))
+    spans = {}
+    for vid, s, peak in hits[:10]:
+        sp = peak_span(ctx.library.get_video(vid), rules[vid], peak)
+        if sp:
+            spans[vid] = sp
+    ctx.cache[key] = (hits, spans)
+    return hits, spans
+
+
+def _search(ctx, q, sources, weights=None, **variant) -> MethodOutput:
+    hits = spans = None
+    if "rule" in sources:
+        hits, spans = rule_hits(ctx, q, **variant)
+    try:
+        resp = search(ctx.library, q.text, sources=sources, weights=weights, top_k=10**9, span_k=0,
+                      llm=ctx.llm, rule_hits=hits)
+    except SourceUnavailable as e:
+        raise MethodUnavailable(str(e)) from None
+    missing = [s for s in sources if s not in resp.sources_used]
+    if missing:
+        raise MethodUnavailable("; ".join(n for n in resp.notices if "skipped" in n) or
+                                f"source(s) {missing} unavailable")
+    out_spans = dict(spans or {})
+    for h in resp.hits:
+        if h.video_id not in out_spans and h.span_s:
+            out_spans[h.video_id] = h.span_s
+    return MethodOutput([h.video_id for h in resp.hits], out_spans, list(resp.notices))
+
+
+@method("full", "the full system: routed weighted RRF of rule, dense, BM25")
+def _full(ctx, q):
+    return _search(ctx, q, SOURCES)
+
+
+@method("equal", "unweighted RRF of rule, dense, BM25")
+def _equal(ctx, q):
+    return _search(ctx, q, SOURCES, weights={s: 1.0 for s in SOURCES})
+
+
+@method("rule", "symbolic path alone: calibrated library, matcher + adapter")
+def _rule(ctx, q):
+    return _search(ctx, q, ("rule",))
+
+
+@method("dense", "dense retrieval alone")
+def _dense(ctx, q):
+    return _search(ctx, q, ("dense",))
+
+
+@method("bm25", "BM25 over per-video summaries alone")
+def _bm25(ctx, q):
+    return _search(ctx, q, ("bm25",))
+
+
+@method("rule-uncalibrated", "symbolic path alone with the rule forms' starting numbers")
+def _rule_uncal(ctx, q):
+    return _search(ctx, q, ("rule",), calibrated=False)
+
+
+@method("full-uncalibrated", "full system without the calibrated library (starting numbers)")
+def _full_uncal(ctx, q):
+    return _search(ctx, q, SOURCES, calibrated=False)
+
+
+@method("full-no-adapter", "full system, always reusing the closest library rule (no adapter)")
+def _full_noadapt(ctx, q):
+    return _search(ctx, q, SOURCES, adapter=False)
+
+
+@method("full-binarised", "full system with soft scores binarised at 0.5")
+def _full_bin(ctx, q):
+    return _search(ctx, q, SOURCES, binarize=True)
+
+
+@method("full-no-gates", "full system without hard gates")
+def _full_nogates(ctx, q):
+    return _search(ctx, q, SOURCES, no_gates=True)
+
+
+@method("full-no-entity", "full system without entity selectors (any class, any track)")
+def _full_noentity(ctx, q):
+    return _search(ctx, q, SOURCES, no_entity=True)
+
+
+@method("rule-hand", "symbolic path with the hand-written rule of the query's event key (no calibration)")
+def _rule_hand(ctx, q):
+    from .hand_rules import hand_rule
+
+    if not q.event or hand_rule(q.event) is None:
+        raise MethodUnavailable(f"no hand-written rule for event {q.event!r}")
+    try:
+        resp = search(ctx.library, q.text, sources=("rule",), event=q.event, top_k=10**9, span_k=10)
+    except SourceUnavailable as e:
+        raise MethodUnavailable(str(e)) from None
+    return MethodOutput([h.video_id for h in resp.hits], {h.video_id: h.span_s for h in resp.hits if h.span_s})

@@ -1,0 +1,1 @@
+"""Indexing: turn a folder of videos into library records (incremental, resumable, cancellable)."""

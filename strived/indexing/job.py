@@ -1,0 +1,223 @@
+"""``index_folder``: the indexing job (incremental, resumable, one failure never stops the rest)."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from ..errors import Cancelled, LibraryError, StrivedError
+from ..jobs import CancelFn, ProgressEvent, ProgressFn, check_cancel, report
+from ..perception.geometry import load_camera_config
+from ..perception.video import find_videos
+from . import state
+
+
+@dataclass
+class IndexItem:
+    """One video file the job will perceive."""
+
+    path: Path
+    video_id: str
+    fp: state.Fingerprint
+    file_hash: str | None
+    camera_config: dict | None = None
+
+
+@dataclass
+class IndexReport:
+    """What an indexing run did. ``failed``: (path, error message) per file."""
+
+    folder: str
+    found: int = 0
+    indexed: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    skipped_failed: list[tuple[str, str]] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    cancelled: bool = False
+    elapsed_s: float = 0.0
+    video_s: float = 0.0
+    timings_s: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed and not self.cancelled
+
+    def summary(self) -> str:
+        parts = [f"{self.found} videos found", f"{len(self.indexed)} indexed", f"{self.unchanged} unchanged"]
+        if self.failed:
+            parts.append(f"{len(self.failed)} failed")
+        if self.skipped_failed:
+            parts.append(f"{len(self.skipped_failed)} failed before and unchanged (not retried)")
+        if self.missing:
+            parts.append(f"{len(self.missing)} indexed before but now missing")
+        if self.video_s > 0 and self.elapsed_s > 0:
+            parts.append(f"{self.video_s:.0f} s of video in {self.elapsed_s:.0f} s "
+                         f"({self.video_s / self.elapsed_s:.2f}x real time)")
+        if self.cancelled:
+            parts.append("CANCELLED (run again to resume)")
+        return ", ".join(parts)
+
+
+def plan(folder: Path, lib, config_key: str, *, retry_failed: bool = False,
+         report_: IndexReport | None = None) -> list[IndexItem]:
+    """Decide which videos under ``folder`` need perception; fills ``report_`` with the others."""
+    rep = report_ or IndexReport(str(folder))
+    videos = find_videos(folder)
+    rep.found = len(videos)
+    taken = {r[0]: r[1] for r in lib.conn.execute("SELECT video_id, path FROM files")}
+    todo: list[IndexItem] = []
+    for p in videos:
+        key = str(p.resolve())
+        try:
+            fp = state.fingerprint(p)
+        except OSError as e:
+            rep.failed.append((key, f"cannot read file: {e.strerror or e}"))
+            continue
+        row = state.get_file_row(lib, key)
+        same_cfg = row is not None and row["config"] == config_key
+        if row and same_cfg and row["size"] == fp.size and row["mtime"] == fp.mtime:
+            if row["status"] == "done":
+                rep.unchanged += 1
+                continue
+            if row["status"] == "failed" and not retry_failed:
+                rep.skipped_failed.append((key, row["error"] or "failed"))
+                continue
+        file_hash = None
+        if row and same_cfg and row["status"] == "done" and row["size"] == fp.size:
+            try:
+                file_hash = state.content_hash(p)
+            except OSError as e:
+                rep.failed.append((key, f"cannot read file: {e.strerror or e}"))
+                continue
+            if file_hash == row["hash"]:
+                state.touch_file(lib, key, fp)  # copied or touched, same content
+                rep.unchanged += 1
+                continue
+        if row:
+            vid = row["video_id"]
+        else:
+            vid = base = state.video_id_for(p, folder)
+            k = 2
+            while vid in taken and taken[vid] != key:
+                vid, k = f"{base}_{k}", k + 1
+            taken[vid] = key
+        todo.append(IndexItem(p, vid, fp, file_hash, load_camera_config(p, folder)))
+    known = lib.conn.execute("SELECT path FROM files WHERE status='done'").fetchall()
+    root = str(folder.resolve())
+    rep.missing = sorted(r[0] for r in known if r[0].startswith(root + os.sep) and not os.path.exists(r[0]))
+    return todo
+
+
+def _perceive_local(items: list[IndexItem], cfg, detector, folder: Path, progress: ProgressFn,
+                    cancel: CancelFn, n_done0: int, n_total: int) -> Iterator[tuple[IndexItem, object]]:
+    """Perceive items one by one in this process; yields (item, PerceptionResult | Exception)."""
+    from ..perception.pipeline import perceive_video
+
+    for k, item in enumerate(items):
+        def inner(ev: ProgressEvent, k=k, item=item) -> None:
+            report(progress, "frames", ev.done, ev.total, item=str(item.path), videos_done=n_done0 + k,
+                   videos_total=n_total)
+        try:
+            res = perceive_video(item.path, video_id=item.video_id, config=cfg, detector=detector,
+                                 camera_config=item.camera_config, root=folder, progress=inner, cancel=cancel)
+        except (Cancelled, KeyboardInterrupt):
+            raise
+        except Exception as e:  # one video's failure must never stop the rest
+            res = e
+        yield item, res
+
+
+def index_folder(folder: str | os.PathLike, library, *, sample_fps: float = 10.0, detector=None,
+                 device: str = "auto", config=None, progress: ProgressFn = None, cancel: CancelFn = None,
+                 retry_failed: bool = False, ray_address: str | None = None) -> IndexReport:
+    """Index every video under ``folder`` into ``library`` (a ``strived.store.library.Library``).
+
+    Incremental: files already indexed with the same size+mtime (or the same content hash) and the
+    same perception config are skipped. Resumable: each video is written with its records, files
+    row and thumbnail in one transaction, so a killed run redoes only unfinished videos. A video
+    that fails is recorded (status 'failed' and the error) and reported; the others go on. Files
+    that failed before and have not changed are not retried unless ``retry_failed``.
+
+    ``detector``: a Detector instance, or a spec string (``yolov3-tiny``, ``onnx:PATH``, ``hf:DIR``).
+    ``ray_address``: run per-video perception as Ray tasks on that cluster ('local' starts one).
+    Returns an IndexReport; ``report.cancelled`` is True when ``cancel()`` stopped it.
+    Raises FileNotFoundError for a missing folder, LibraryError when the library cannot be written.
+    """
+    from ..perception.detect import make_detector
+    from ..perception.pipeline import PerceptionConfig
+
+    t_start = time.perf_counter()
+    folder = Path(folder)
+    cfg = config or PerceptionConfig(sample_fps=sample_fps, device=device)
+    if isinstance(detector, str):
+        cfg.detector = detector
+        detector = None
+    rep = IndexReport(str(folder))
+    report(progress, "scan", 0, 0, item=str(folder), message="looking for videos")
+    det_name = cfg.detector
+    if ray_address is None:
+        if detector is not None:  # a caller's own detector instance
+            det_name = (getattr(detector, "config", None) or {}).get("detector") or getattr(detector, "name", "custom")
+        detector = detector or make_detector(cfg.detector, cfg.device)
+    # The device does not change the records; the detector and every perception setting do.
+    cfg_key = state.config_key({**cfg.to_dict(), "device": None, "detector": det_name})
+    todo = plan(folder, library, cfg_key, retry_failed=retry_failed, report_=rep)
+    total = len(todo)
+    report(progress, "videos", 0, total, message=f"{rep.found} found, {total} to index")
+
+    for item in todo:  # mark as running first: a killed run leaves 'running' rows to redo
+        state.mark_file(library, str(item.path.resolve()), video_id=item.video_id, fp=item.fp,
+                        file_hash=item.file_hash, status="running", config=cfg_key)
+
+    if ray_address is not None:
+        from .ray_backend import perceive_with_ray
+        results = perceive_with_ray(todo, cfg, ray_address, folder, cancel=cancel)
+    else:
+        results = _perceive_local(todo, cfg, detector, folder, progress, cancel, 0, total)
+
+    done = 0
+    try:
+        for item, res in results:
+            key = str(item.path.resolve())
+            if isinstance(res, BaseException):
+                msg = str(res) if isinstance(res, StrivedError) else f"{type(res).__name__}: {res}"
+                if not isinstance(res, (StrivedError, OSError)):
+                    msg = f"internal error: {msg}"
+                rep.failed.append((key, msg))
+                try:
+                    state.mark_file(library, key, video_id=item.video_id, fp=item.fp, file_hash=item.file_hash,
+                                    status="failed", config=cfg_key, error=msg)
+                except LibraryError:
+                    raise
+            else:
+                file_hash = item.file_hash
+                if file_hash is None:
+                    try:
+                        file_hash = state.content_hash(item.path)
+                    except OSError:
+                        file_hash = None
+                state.write_result(library, key, fp=item.fp, file_hash=file_hash, config=cfg_key,
+                                   rec=res.records, thumbnail_jpeg=res.thumbnail_jpeg,
+                                   thumbnail_size=res.thumbnail_size)
+                rep.indexed.append(item.video_id)
+                rep.video_s += res.duration_s
+                for k, v in res.timings_s.items():
+                    rep.timings_s[k] = rep.timings_s.get(k, 0.0) + v
+            done += 1
+            report(progress, "videos", done, total, item=key,
+                   message="failed" if isinstance(res, BaseException) else "indexed")
+            check_cancel(cancel)
+    except (Cancelled, KeyboardInterrupt) as e:
+        rep.cancelled = True
+        close = getattr(results, "close", None)
+        if close:
+            close()
+        if isinstance(e, KeyboardInterrupt):
+            rep.elapsed_s = time.perf_counter() - t_start
+            raise
+    rep.elapsed_s = time.perf_counter() - t_start
+    return rep

@@ -1,0 +1,117 @@
+"""Indexing state per source file (the library's ``files`` table) and the one writer of results.
+
+A file is fingerprinted by size + mtime, and by a content hash when those differ: SHA-1 over the size
+and the first and last MiB (fast on large videos; a change confined to the middle of a file with the
+same size and mtime is not detected, which editing tools do not produce in practice).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..errors import LibraryError
+
+HASH_CHUNK_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    size: int
+    mtime: float
+
+
+def fingerprint(path: str | os.PathLike) -> Fingerprint:
+    st = os.stat(path)
+    return Fingerprint(int(st.st_size), float(st.st_mtime))
+
+
+def content_hash(path: str | os.PathLike) -> str:
+    """SHA-1 of the file size plus its first and last MiB."""
+    h = hashlib.sha1()
+    size = os.path.getsize(path)
+    h.update(str(size).encode())
+    with open(path, "rb") as fh:
+        h.update(fh.read(HASH_CHUNK_BYTES))
+        if size > HASH_CHUNK_BYTES:
+            fh.seek(max(HASH_CHUNK_BYTES, size - HASH_CHUNK_BYTES))
+            h.update(fh.read(HASH_CHUNK_BYTES))
+    return h.hexdigest()
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def get_file_row(lib, path: str) -> dict | None:
+    row = lib.conn.execute("SELECT path, video_id, size, mtime, hash, status, error, config FROM files "
+                           "WHERE path=?", (path,)).fetchone()
+    if row is None:
+        return None
+    return dict(zip(("path", "video_id", "size", "mtime", "hash", "status", "error", "config"), row))
+
+
+def _upsert(lib, path: str, **cols) -> None:
+    cols = {"path": path, **cols, "updated_at": _now()}
+    names = ", ".join(cols)
+    marks = ", ".join("?" for _ in cols)
+    updates = ", ".join(f"{k}=excluded.{k}" for k in cols if k != "path")
+    lib.conn.execute(f"INSERT INTO files({names}) VALUES ({marks}) ON CONFLICT(path) DO UPDATE SET {updates}",
+                     tuple(cols.values()))
+
+
+def mark_file(lib, path: str, *, video_id: str, fp: Fingerprint, file_hash: str | None, status: str,
+              config: str, error: str | None = None) -> None:
+    """Record a file's state (own transaction)."""
+    try:
+        with lib.transaction():
+            _upsert(lib, path, video_id=video_id, size=fp.size, mtime=fp.mtime, hash=file_hash,
+                    status=status, error=error, config=config)
+    except sqlite3.Error as e:
+        raise LibraryError(f"cannot update indexing state in {lib.folder}: {e}") from None
+
+
+def touch_file(lib, path: str, fp: Fingerprint) -> None:
+    """A file changed mtime but not content: remember the new mtime, keep its records."""
+    with lib.transaction():
+        lib.conn.execute("UPDATE files SET mtime=?, size=?, updated_at=? WHERE path=?",
+                         (fp.mtime, fp.size, _now(), path))
+
+
+def write_result(lib, path: str, *, fp: Fingerprint, file_hash: str | None, config: str, rec,
+                 thumbnail_jpeg: bytes | None, thumbnail_size: tuple[int, int] | None) -> None:
+    """Store one video's records, its files row ('done') and thumbnail in ONE transaction.
+
+    A crash or a full disk in the middle rolls everything back, leaving the previous state (the
+    file row stays 'running', so the next run redoes the video). Raises ``LibraryError``.
+    """
+    try:
+        with lib.transaction():
+            lib.add_video(rec, replace=True)
+            _upsert(lib, path, video_id=rec.info.id, size=fp.size, mtime=fp.mtime, hash=file_hash,
+                    status="done", error=None, config=config)
+            if thumbnail_jpeg:
+                w, h = thumbnail_size or (None, None)
+                lib.conn.execute("INSERT OR REPLACE INTO thumbnails(video_id, jpeg, width, height) "
+                                 "VALUES (?,?,?,?)", (rec.info.id, thumbnail_jpeg, w, h))
+    except sqlite3.Error as e:
+        raise LibraryError(f"cannot write {rec.info.id} into {lib.folder}: {e}") from None
+
+
+def config_key(config: dict) -> str:
+    """Canonical JSON of the settings that change perception output."""
+    return json.dumps(config, sort_keys=True, separators=(",", ":"))
+
+
+def video_id_for(path: Path, root: Path) -> str:
+    """Default id: the path under ``root`` without extension, folders joined by '__'."""
+    try:
+        rel = path.resolve().relative_to(root.resolve())
+    except ValueError:
+        rel = Path(path.name)
+    return "__".join(rel.with_suffix("").parts)

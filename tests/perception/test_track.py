@@ -1,0 +1,70 @@
+"""ByteTrack on synthetic boxes: ids survive crossings and missed frames."""
+
+import numpy as np
+
+from strived.perception.track import ByteTracker, iou_matrix, linear_assignment
+
+
+def _det(x, y, w=60, h=40, score=0.9, cls=0):
+    return [x, y, x + w, y + h, score, cls]
+
+
+def _run(frames, **kw):
+    tr = ByteTracker(**kw)
+    ids = []
+    for dets in frames:
+        pairs = tr.update(np.array(dets, dtype=np.float32).reshape(-1, 6))
+        ids.append(dict((di, tid) for tid, di in pairs))
+    return tr, ids
+
+
+def test_iou_and_assignment():
+    a = np.array([[0, 0, 10, 10]], float)
+    b = np.array([[0, 0, 10, 10], [5, 0, 15, 10], [20, 20, 30, 30]], float)
+    assert np.allclose(iou_matrix(a, b), [[1.0, 1 / 3, 0.0]])
+    matches, ur, uc = linear_assignment(np.array([[0.1, 0.9], [0.2, 0.95]]), 0.8)
+    assert matches == [(0, 0)] and ur == [1] and uc == [1]  # pairs costing > 0.8 are never matched
+
+
+def test_two_objects_crossing_keep_ids():
+    # A moves right, B moves left on the same row band (slightly different y), crossing at frame 10.
+    frames = []
+    for k in range(21):
+        frames.append([_det(100 + 20 * k, 100), _det(500 - 20 * k, 108)])
+    tr, ids = _run(frames)
+    a_ids = {ids[k][0] for k in range(21) if 0 in ids[k]}
+    b_ids = {ids[k][1] for k in range(21) if 1 in ids[k]}
+    assert len(a_ids) == 1 and len(b_ids) == 1 and a_ids != b_ids
+    assert tr.confirmed_ids == a_ids | b_ids
+
+
+def test_missed_frames_keep_id():
+    frames = []
+    for k in range(20):
+        frames.append([] if k in (8, 9, 10) else [_det(100 + 10 * k, 100, score=0.8)])
+    tr, ids = _run(frames, lost_buffer_frames=5)
+    seen = {i for d in ids for i in d.values()}
+    assert len(seen) == 1
+
+
+def test_lost_too_long_gets_new_id():
+    frames = [[_det(100, 100)] for _ in range(5)] + [[] for _ in range(10)] + [[_det(100, 100)] for _ in range(3)]
+    tr, ids = _run(frames, lost_buffer_frames=3)
+    seen = [i for d in ids for i in d.values()]
+    assert len(set(seen)) == 2
+
+
+def test_low_score_detection_continues_track_but_does_not_start_one():
+    frames = [[_det(100 + 5 * k, 100, score=0.9)] for k in range(5)]
+    frames += [[_det(125 + 5 * k, 100, score=0.15)] for k in range(5)]   # occluded: weak scores
+    frames += [[_det(400, 300, score=0.15)]]                             # weak lone box: no new track
+    tr, ids = _run(frames)
+    assert {i for d in ids[:10] for i in d.values()} == {1}
+    assert ids[10] == {}
+
+
+def test_class_vote_is_score_weighted():
+    frames = [[_det(100, 100, score=0.9, cls=0)], [_det(101, 100, score=0.5, cls=1)],
+              [_det(102, 100, score=0.9, cls=0)]]
+    tr, ids = _run(frames)
+    assert tr.track_class(1) == 0
