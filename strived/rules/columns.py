@@ -67,6 +67,10 @@ class TrackColumns:
         self.track_ids = track_ids  # int64 [T]
         self.cache_dir = cache_dir
         self.cache_tag = cache_tag
+        # stable identities of each unit's content (video id + write revision [+ track id]): let
+        # features cached for an older content version be reused for unchanged videos
+        self.ego_ident: np.ndarray | None = None
+        self.track_ident: np.ndarray | None = None
 
     @property
     def n_videos(self) -> int:
@@ -138,6 +142,8 @@ class TrackColumns:
                 for f, v in s.values.items():
                     if f in RAW_OBJECT_FIELDS or f in RAW_EGO_FIELDS:
                         np.save(tmp / f"{prefix}_v_{f}.npy", v)
+            np.save(tmp / "ego_ident.npy", self.ego_ident)
+            np.save(tmp / "track_ident.npy", self.track_ident)
             np.save(tmp / "track_cls.npy", self.track_cls)
             np.save(tmp / "track_ids.npy", self.track_ids)
             (tmp / "meta.json").write_text(json.dumps({"video_ids": self.video_ids, "cls_names": self.cls_names}))
@@ -146,8 +152,7 @@ class TrackColumns:
             tmp.rename(cdir)
             # stale caches of older content versions go
             for old in cdir.parent.iterdir():
-                if old.name != cdir.name and (old.name.startswith("cols-") or old.name.startswith("feat-")) \
-                        and self.cache_tag not in old.name:
+                if old.name != cdir.name and old.name.startswith("cols-"):
                     shutil.rmtree(old, ignore_errors=True) if old.is_dir() else old.unlink(missing_ok=True)
         except OSError:
             shutil.rmtree(tmp, ignore_errors=True)  # a cache that cannot be written is only slower
@@ -163,16 +168,21 @@ class TrackColumns:
             vals = {f: np.load(cdir / f"{prefix}_v_{f}.npy", mmap_mode="r") for f in fields}
             return Series(owner=np.asarray(arrs["owner"]), start=np.asarray(arrs["start"]),
                           length=np.asarray(arrs["length"]), t=arrs["t"], values=vals)
-        return cls(meta["video_ids"], series("tr", RAW_OBJECT_FIELDS), series("ego", RAW_EGO_FIELDS),
-                   np.load(cdir / "track_cls.npy"), meta["cls_names"], np.load(cdir / "track_ids.npy"),
-                   cache_dir=cache_dir, cache_tag=tag)
+        out = cls(meta["video_ids"], series("tr", RAW_OBJECT_FIELDS), series("ego", RAW_EGO_FIELDS),
+                  np.load(cdir / "track_cls.npy"), meta["cls_names"], np.load(cdir / "track_ids.npy"),
+                  cache_dir=cache_dir, cache_tag=tag)
+        out.ego_ident = np.load(cdir / "ego_ident.npy")
+        out.track_ident = np.load(cdir / "track_ident.npy")
+        return out
 
     @classmethod
     def _scan_library(cls, lib) -> "TrackColumns":
         ids: list[str] = []
         t_parts, e_parts = [], {f: [] for f in RAW_EGO_FIELDS}
-        for vid, tb, eb in lib.iter_video_series():
+        revs: list[int] = []
+        for vid, rev, tb, eb in lib.iter_video_series():
             ids.append(vid)
+            revs.append(rev)
             t_parts.append(tb or b"")
             for f in RAW_EGO_FIELDS:
                 e_parts[f].append(eb[f] or b"")
@@ -211,7 +221,10 @@ class TrackColumns:
         t = t_all[v_start[sample_owner] + pos] if pos.size else np.zeros(0)
         vals = {f: np.frombuffer(b"".join(f_parts[f]), "<f4").astype(np.float32) for f in RAW_OBJECT_FIELDS}
         tracks = Series(owner=owner_a, start=start, length=tlen, t=t, values=vals)
-        return cls(ids, tracks, ego, np.asarray(tcls, np.int16), cls_names, np.asarray(tids, np.int64))
+        out = cls(ids, tracks, ego, np.asarray(tcls, np.int16), cls_names, np.asarray(tids, np.int64))
+        out.ego_ident = video_identity(ids, revs)
+        out.track_ident = track_identity(out.ego_ident[owner_a], out.track_ids)
+        return out
 
     # ------------------------------------------------------------------ fields
     def series_for(self, field_name: str) -> tuple[Series, np.ndarray]:
@@ -227,31 +240,71 @@ class TrackColumns:
         return s, s.values[field_name]
 
     # ------------------------------------------------------------------ cached features
+    def _role(self, field_name: str) -> str:
+        return "ego" if field_name in ("speed", "yaw_rate", "accel", "heading") else "tr"
+
     def _cached(self, key: tuple, compute):
-        s = self.ego if key[1] in ("speed", "yaw_rate", "accel", "heading") else self.tracks
+        """Feature ``key`` per unit. ``compute(idx)`` computes it for the units ``idx`` (None = all).
+
+        Order of lookup: memory; the disk file of this content version; the newest disk file of an
+        older content version, reused for units whose content is unchanged (same identity), with
+        only new or changed units computed; else everything is computed."""
+        role = self._role(key[1])
+        s = self.ego if role == "ego" else self.tracks
         if key in s._feat:
             return s._feat[key]
-        path = None
-        if self.cache_dir is not None and self.cache_tag:
-            name = "-".join(str(k) for k in key).replace("/", "_")
-            path = self.cache_dir / f"feat-{self.cache_tag}-{name}.npy"
-            if path.exists():
-                try:
-                    arr = np.load(path)
-                    s._feat[key] = arr
-                    return arr
-                except (OSError, ValueError):
-                    pass
-        arr = compute()
+        ident = self.ego_ident if role == "ego" else self.track_ident
+        if self.cache_dir is None or not self.cache_tag or ident is None:
+            s._feat[key] = arr = compute(None)
+            return arr
+        name = "-".join(str(k) for k in key).replace("/", "_")
+        path = self.cache_dir / f"feat-{self.cache_tag}-{name}.npy"
+        arr = _try_load(path)
+        if arr is None:
+            arr = self._reuse_older(name, role, ident, compute)
+            if arr is None:
+                arr = compute(None)
+            self._save_feature(path, name, role, ident, arr)
         s._feat[key] = arr
-        if path is not None:
-            try:
-                tmp = path.with_suffix(".tmp.npy")
-                np.save(tmp, arr)
-                tmp.replace(path)
-            except OSError:
-                pass  # a cache that cannot be written is only slower
         return arr
+
+    def _reuse_older(self, name: str, role: str, ident: np.ndarray, compute):
+        olds = sorted((p for p in self.cache_dir.glob(f"feat-*-{name}.npy")
+                       if not p.name.startswith(f"feat-{self.cache_tag}-")),
+                      key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in olds:
+            old_tag = old.name[len("feat-"):].split("-", 1)[0]
+            vals = _try_load(old)
+            old_ident = _try_load(self.cache_dir / f"ident-{old_tag}-{role}.npy")
+            if vals is None or old_ident is None or len(vals) != len(old_ident):
+                continue
+            order = np.argsort(old_ident, kind="stable")
+            pos = np.searchsorted(old_ident[order], ident)
+            pos = np.minimum(pos, len(order) - 1) if len(order) else pos
+            found = (old_ident[order][pos] == ident) if len(order) else np.zeros(len(ident), bool)
+            arr = np.empty((len(ident),) + vals.shape[1:], vals.dtype)
+            arr[found] = vals[order[pos[found]]]
+            missing = np.flatnonzero(~found)
+            if missing.size:
+                arr[missing] = compute(missing)
+            return arr
+        return None
+
+    def _save_feature(self, path: Path, name: str, role: str, ident: np.ndarray, arr: np.ndarray) -> None:
+        try:
+            idp = self.cache_dir / f"ident-{self.cache_tag}-{role}.npy"
+            if not idp.exists():
+                _atomic_save(idp, ident)
+            _atomic_save(path, arr)
+            for old in self.cache_dir.glob(f"feat-*-{name}.npy"):  # older versions of this feature
+                if old != path:
+                    old.unlink(missing_ok=True)
+            live = {p.name.split("-", 2)[1] for p in self.cache_dir.glob("feat-*.npy")}
+            for idf in self.cache_dir.glob("ident-*.npy"):
+                if idf.name.split("-", 2)[1] not in live and idf != idp:
+                    idf.unlink(missing_ok=True)
+        except OSError:
+            pass  # a cache that cannot be written is only slower
 
     def window_change(self, field_name: str, window_s: float, direction: str | None) -> np.ndarray:
         """Per-track max change within window (float64 [T]); direction None = unsigned."""
@@ -264,26 +317,33 @@ class TrackColumns:
         if key not in s._feat:
             both = {}
 
-            def compute(d):
-                if not both:
-                    both["positive"], both["negative"] = _window_change(*self.series_for(field_name), window_s)
-                return both[d]
+            def compute(d, idx):
+                k = (d, None if idx is None else idx.tobytes())
+                if k not in both:
+                    ss, vv = _subset(*self.series_for(field_name), idx)
+                    pos, neg = _window_change(ss, vv, window_s)
+                    both[("positive", k[1])], both[("negative", k[1])] = pos, neg
+                return both[k]
             for d in ("positive", "negative"):
-                self._cached(("wc", field_name, w, d), lambda d=d: compute(d))
+                self._cached(("wc", field_name, w, d), lambda idx, d=d: compute(d, idx))
         return s._feat[key]
 
     def trend_run(self, field_name: str, direction: str) -> np.ndarray:
         """Per-track longest steady run in seconds (float64 [T])."""
         key = ("tr", field_name, direction)
-        return self._cached(key, lambda: _trend_run(*self.series_for(field_name), direction))
+        return self._cached(key, lambda idx: _trend_run(*_subset(*self.series_for(field_name), idx), direction))
 
     def minmax(self, field_name: str) -> tuple[np.ndarray, np.ndarray]:
+        mm = self._minmax_stacked(field_name)
+        return mm[:, 0], mm[:, 1]
+
+    def _minmax_stacked(self, field_name: str) -> np.ndarray:
         key = ("mm", field_name)
-        return self._cached(key, lambda: _minmax(*self.series_for(field_name)))
+        return self._cached(key, lambda idx: _cat2(_minmax(*_subset(*self.series_for(field_name), idx))))
 
     def mean(self, field_name: str) -> np.ndarray:
         key = ("mean", field_name)
-        return self._cached(key, lambda: _mean(*self.series_for(field_name)))
+        return self._cached(key, lambda idx: _mean(*_subset(*self.series_for(field_name), idx)))
 
     def fraction_satisfying(self, field_name: str, op: str, value: float) -> np.ndarray:
         """Per-track fraction of valid samples where op(field, value) holds (not cached)."""
@@ -295,6 +355,52 @@ class TrackColumns:
         n_valid = np.bincount(st, weights=valid, minlength=s.n)
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(n_valid > 0, n_ok / np.maximum(n_valid, 1), 0.0)
+
+
+# ---------------------------------------------------------------------- identities and cache files
+def video_identity(ids: list[str], revs: list[int]) -> np.ndarray:
+    """int64 per video from (id, write revision): changes whenever the video is rewritten."""
+    out = np.empty(len(ids), np.int64)
+    for k, (v, r) in enumerate(zip(ids, revs)):
+        out[k] = int.from_bytes(hashlib.blake2b(f"{v}\0{r}".encode(), digest_size=8).digest(), "little",
+                                signed=True)
+    return out
+
+
+def track_identity(video_ident: np.ndarray, track_ids: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return (video_ident.astype(np.int64) * np.int64(1_000_003)) ^ track_ids.astype(np.int64)
+
+
+def _try_load(path: Path):
+    try:
+        return np.load(path) if path.exists() else None
+    except (OSError, ValueError):
+        return None
+
+
+def _atomic_save(path: Path, arr: np.ndarray) -> None:
+    tmp = path.with_name(path.name[:-4] + ".tmp.npy")
+    np.save(tmp, arr)
+    tmp.replace(path)
+
+
+def _cat2(mm: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    return np.stack(mm, axis=1)
+
+
+def _subset(s: Series, v: np.ndarray, idx: np.ndarray | None) -> tuple[Series, np.ndarray]:
+    """The units ``idx`` of a series as a series of their own (None = all)."""
+    if idx is None:
+        return s, v
+    length = s.length[idx]
+    start = np.zeros(len(idx), np.int64)
+    if len(idx):
+        start[1:] = np.cumsum(length)[:-1]
+    total = int(length.sum())
+    samples = np.repeat(s.start[idx] - start, length) + np.arange(total)
+    return Series(owner=s.owner[idx], start=start, length=length, t=np.asarray(s.t)[samples], values={}), \
+        np.asarray(v)[samples]
 
 
 # ---------------------------------------------------------------------- kernels

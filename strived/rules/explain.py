@@ -180,11 +180,8 @@ def explain_video(rec: VideoRecords, rule: Rule, score_hint: float | None = None
     if units and score > 0:
         peak = max(units, key=lambda u: (u.unit_score, -u.track))
         peak_track = None if is_ego else peak.track
-        if rule.soft_scores:
-            c_best = max(rule.soft_scores, key=lambda c: (c.weight * peak.soft_max[c.name]))
-            span = peak.spans.get(c_best.name)
-        if span is None and len(peak.t):
-            span = (float(peak.t[0]), float(peak.t[-1]))
+        # the same span the result list shows (one definition: peak_span)
+        span = peak_span(rec, rule, peak_track)
     if span is not None:
         span = (float(span[0]), float(span[1]))
     traces = [u for u in units if u is not ego_trace]

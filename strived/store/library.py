@@ -186,13 +186,15 @@ class Library:
                 if not replace:
                     raise LibraryError(f"video {v.id!r} is already in the library")
                 self._delete_video_rows(v.id, keep_children=("summaries", "segments", "thumbnails"))
+            self._bump()
+            rev = self.content_version  # identifies this write of the video (derived caches key on it)
             self.conn.execute(
                 "INSERT INTO videos(id, path, fps, n_frames, width, height, source, duration_s, "
-                "n_samples, n_tracks, frame_idx, t, ego_speed, ego_yaw_rate, ego_accel, attrs, added_at) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "n_samples, n_tracks, frame_idx, t, ego_speed, ego_yaw_rate, ego_accel, attrs, added_at, rev) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (v.id, v.path, v.fps, v.n_frames, v.width, v.height, v.source, rec.duration_s,
                  len(rec.t), len(rec.tracks), _blob(rec.frame_idx, np.int64), _blob(rec.t, np.float64),
-                 *(_blob(rec.ego[k], np.float64) for k in EGO_FIELDS), json.dumps(v.attrs), _now()))
+                 *(_blob(rec.ego[k], np.float64) for k in EGO_FIELDS), json.dumps(v.attrs), _now(), rev))
             self.conn.executemany(
                 "INSERT INTO tracks(video_id, track, cls, n, pos, distance, loc_x, loc_z, lane_rel, "
                 "bbox_area, score, bbox, attrs) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -200,7 +202,6 @@ class Library:
                   *(_blob(tr.fields[f], np.float32) for f in OBJECT_FIELDS),
                   None if tr.bbox is None else _blob(tr.bbox, np.float32),
                   json.dumps(tr.attrs) if tr.attrs else None) for tr in rec.tracks])
-            self._bump()
 
     def add_videos(self, recs, replace: bool = True) -> int:
         """Store many videos in one transaction (fast bulk import). Returns the count."""
@@ -276,10 +277,10 @@ class Library:
             yield r[0], r[1], r[2], r[3], dict(zip(fields, r[4:]))
 
     def iter_video_series(self):
-        """Yield (video_id, t bytes, {ego field: bytes}) for every video, ordered by id."""
-        for r in self.conn.execute("SELECT id, t, ego_speed, ego_yaw_rate, ego_accel FROM videos "
+        """Yield (video_id, rev, t bytes, {ego field: bytes}) for every video, ordered by id."""
+        for r in self.conn.execute("SELECT id, rev, t, ego_speed, ego_yaw_rate, ego_accel FROM videos "
                                    "ORDER BY id"):
-            yield r[0], r[1], dict(zip(EGO_FIELDS, r[2:]))
+            yield r[0], r[1] or 0, r[2], dict(zip(EGO_FIELDS, r[3:]))
 
     def stats(self) -> dict:
         n_v = len(self)

@@ -15,7 +15,7 @@ TABLES: dict[str, tuple[dict, dict]] = {
         "id": str, "path": str, "fps": float, "n_frames": int, "width": int, "height": int,
         "source": str, "duration_s": float, "n_samples": int, "n_tracks": int,
         "frame_idx": bytes, "t": bytes, "ego_speed": bytes, "ego_yaw_rate": bytes,
-        "ego_accel": bytes, "attrs": str, "added_at": str,
+        "ego_accel": bytes, "attrs": str, "added_at": str, "rev": int,
     }, {"pk": "id"}),
     "tracks": ({
         "video_id": str, "track": int, "cls": str, "n": int, "pos": bytes,

@@ -101,3 +101,29 @@ def test_column_cache_matches_scan_and_invalidates(tmp_path, bench_records):
     cols = TrackColumns.from_library(lib)
     assert len(cols.video_ids) == 11
     assert len([p for p in lib.cache_dir.iterdir() if p.name.startswith("cols-")]) == 1
+
+
+def test_feature_cache_is_incremental(tmp_path, bench_records, monkeypatch):
+    """Adding a video reuses cached features of the unchanged ones and computes only the new."""
+    from strived.evaluation.hand_rules import hand_rule
+    from strived.rules import RuleScorer, parse_rule
+    from strived.rules import columns as C
+
+    lib = Library.open(tmp_path / "lib", create=True)
+    lib.add_videos(bench_records[:12])
+    rule = parse_rule(hand_rule("lead_brake"))
+    RuleScorer(lib).score(rule)
+    seen = []
+    real = C._window_change
+
+    def spy(s, v, w):
+        seen.append(s.n)
+        return real(s, v, w)
+    monkeypatch.setattr(C, "_window_change", spy)
+    lib.add_video(bench_records[12])
+    lib.add_video(bench_records[3])  # rewritten: its features must be recomputed too
+    got = RuleScorer(lib).score(rule).scores
+    n_new = len(bench_records[12].tracks) + len(bench_records[3].tracks)
+    assert seen and max(seen) == n_new
+    ref = RuleScorer.from_records(bench_records[:13]).score(rule).scores
+    np.testing.assert_allclose(got, ref, atol=1e-12)

@@ -1,0 +1,47 @@
+"""Entry point: ``python -m app [LIBRARY]`` or ``strived-app [LIBRARY]``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+
+def main(argv: list[str] | None = None) -> int:
+    t0 = time.perf_counter()
+    p = argparse.ArgumentParser(prog="strived-app", description="STRIVE-D desktop app")
+    p.add_argument("library", nargs="?", help="library folder to open")
+    p.add_argument("--settings", help="INI file for settings (default: the user's QSettings)")
+    p.add_argument("--ready-and-quit", action="store_true",
+                   help="benchmark: print the time to a usable window and exit")
+    args = p.parse_args(argv)
+
+    from PySide6.QtCore import QSettings, QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from .main_window import MainWindow
+    from .settings import AppSettings
+    from .theme import apply_theme
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("STRIVE-D")
+    apply_theme(app)
+    qs = QSettings(args.settings, QSettings.Format.IniFormat) if args.settings else None
+    settings = AppSettings(qs)
+    lib = args.library or (settings.last_library or None)
+    win = MainWindow(settings)
+    win.show()
+    if lib:
+        win.open_library(lib)
+    if args.ready_and_quit:
+        def ready():
+            print(f"ready_s {time.perf_counter() - t0:.3f} videos {win.stats_label.text()}",
+                  flush=True)
+            win.close()
+            app.quit()
+        QTimer.singleShot(0, ready)
+    return app.exec()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""Small library reads/writes the app needs beyond ``strived.engine``: relevance marks, saved
+searches (with the ranking to reopen), user rules, thumbnails, status-bar stats.
+
+Pure Python over ``Library.db`` (no Qt), so the CLI could share them; see the report's request to
+move them under ``strived/store/``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+
+SAVED_FORMAT = "strived.saved_search/1"
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+# -- marks (feed calibration: query, video, relevant, event)
+def set_mark(library, query: str, video_id: str, relevant: bool | None, event: str | None) -> None:
+    with library.transaction():
+        if relevant is None:
+            library.conn.execute("DELETE FROM marks WHERE query=? AND video_id=?", (query, video_id))
+        else:
+            library.conn.execute(
+                "INSERT OR REPLACE INTO marks(query, video_id, relevant, event, created_at) "
+                "VALUES (?,?,?,?,?)", (query, video_id, int(bool(relevant)), event, _now()))
+
+
+def marks_for(library, query: str) -> dict[str, bool]:
+    return {v: bool(r) for v, r in library.conn.execute(
+        "SELECT video_id, relevant FROM marks WHERE query=?", (query,))}
+
+
+# -- saved searches
+def save_search(library, name: str, response, weights: dict | None = None) -> dict:
+    """Store query, rule, fusion weights, library/index versions and the ranking."""
+    spec = {"format": SAVED_FORMAT, "query": response.query, "rule": response.rule,
+            "weights": dict(weights or response.weights or {}), "match": dict(response.match or {}),
+            "sources": list(getattr(response, "sources_used", []) or []),
+            "library_version": library.meta_get("schema_version"),
+            "index_version": library.meta_get("content_version"),
+            "hits": [h.to_dict() if hasattr(h, "to_dict") else dict(h) for h in response.hits]}
+    with library.transaction():
+        library.conn.execute(
+            "INSERT OR REPLACE INTO saved_searches(name, query, spec, created_at) VALUES (?,?,?,?)",
+            (name, response.query, json.dumps(spec), _now()))
+    return spec
+
+
+def list_saved(library) -> list[tuple[str, str, str]]:
+    return [tuple(r) for r in library.conn.execute(
+        "SELECT name, query, created_at FROM saved_searches ORDER BY created_at DESC, name")]
+
+
+def load_saved(library, name: str):
+    """(SearchResponse rebuilt from the stored ranking, spec, stale-notice or None)."""
+    from strived.engine import SearchHit, SearchResponse
+
+    row = library.conn.execute("SELECT spec FROM saved_searches WHERE name=?", (name,)).fetchone()
+    if row is None:
+        raise KeyError(name)
+    spec = json.loads(row[0])
+    hits = [SearchHit(rank=h["rank"], video_id=h["video_id"], path=h.get("path"), score=h["score"],
+                      span_s=tuple(h["span_s"]) if h.get("span_s") else None,
+                      per_source=h.get("per_source") or {}, peak_track=h.get("peak_track"))
+            for h in spec.get("hits", [])]
+    notice = None
+    now = library.meta_get("content_version")
+    if spec.get("index_version") != now:
+        notice = (f"saved at index version {spec.get('index_version')}, the library is now at "
+                  f"{now}: the stored ranking is shown; press Enter to search again")
+    resp = SearchResponse(query=spec["query"], hits=hits, rule=spec.get("rule"),
+                          match=spec.get("match") or {}, weights=spec.get("weights") or {},
+                          notices=[notice] if notice else [], sources_used=spec.get("sources") or [])
+    return resp, spec, notice
+
+
+# -- user rules (saved from the rule editor)
+def save_user_rule(library, name: str, rule: dict) -> None:
+    rules = dict(library.meta_get("user_rules", {}) or {})
+    rules[name] = rule
+    library.meta_set("user_rules", rules)
+
+
+def user_rules(library) -> dict:
+    return dict(library.meta_get("user_rules", {}) or {})
+
+
+# -- thumbnails and stats
+def thumbnail(library, video_id: str) -> bytes | None:
+    r = library.conn.execute("SELECT jpeg FROM thumbnails WHERE video_id=?", (video_id,)).fetchone()
+    return r[0] if r else None
+
+
+def make_thumbnail(library, video_id: str, path: str, t_s: float = 0.0, width: int = 192) -> bool:
+    """Decode one frame, store a small JPEG (worker thread). False when the video is unreadable."""
+    import cv2
+
+    cap = cv2.VideoCapture(str(path))
+    try:
+        if not cap.isOpened():
+            return False
+        cap.set(cv2.CAP_PROP_POS_MSEC, max(0.0, t_s) * 1000.0)
+        ok, img = cap.read()
+        if not ok:
+            return False
+        h, w = img.shape[:2]
+        small = cv2.resize(img, (width, max(1, int(h * width / w))), interpolation=cv2.INTER_AREA)
+        ok, buf = cv2.imencode(".jpg", small, [cv2.IMWRITE_JPEG_QUALITY, 80])
+        if not ok:
+            return False
+        with library.transaction():
+            library.conn.execute("INSERT OR REPLACE INTO thumbnails(video_id, jpeg, width, height) "
+                                 "VALUES (?,?,?,?)", (video_id, buf.tobytes(), small.shape[1],
+                                                       small.shape[0]))
+        return True
+    finally:
+        cap.release()
+
+
+def quick_stats(library) -> dict:
+    """Cheap counts for the status bar (no full-table scans of BLOBs)."""
+    c = library.conn
+    n_v = c.execute("SELECT COUNT(*) FROM videos").fetchone()[0]
+    n_t = c.execute("SELECT COUNT(*) FROM tracks").fetchone()[0]
+    n_err = c.execute("SELECT COUNT(*) FROM files WHERE status='failed'").fetchone()[0]
+    n_marks = c.execute("SELECT COUNT(*) FROM marks").fetchone()[0]
+    return {"videos": n_v, "tracks": n_t, "failed": n_err, "marks": n_marks,
+            "index_version": library.meta_get("content_version")}
+
+
+def event_names() -> list[str]:
+    """Names and phrases of the calibrated library's events (query completion)."""
+    try:
+        from strived.rulelib.events import EVENTS
+    except ImportError:
+        return []
+    out: list[str] = []
+    for e in EVENTS:
+        for s in (e.name, *e.examples[:2]):
+            if s and s not in out:
+                out.append(s)
+    return out

@@ -1,0 +1,128 @@
+"""One generic worker that runs an engine job (a plain function) off the UI thread.
+
+The engine's long jobs take ``progress`` and ``cancel`` callables (``strived/jobs.py``); a
+``Worker`` passes its own: progress is forwarded as a Qt signal (queued to the UI thread), cancel
+reads a flag the UI sets. Signals live on a separate QObject because QRunnable is not a QObject.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from typing import Any, Callable
+
+from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
+
+
+class WorkerSignals(QObject):
+    """Signals of one Worker (started, progressed, errored, finished, cancelled)."""
+
+    started = Signal()
+    progressed = Signal(object)     # strived.jobs.ProgressEvent (or any object the job reports)
+    errored = Signal(object, str)   # exception, formatted traceback
+    finished = Signal(object)       # the job's return value
+    cancelled = Signal()
+    done = Signal()                 # always last, whatever the outcome
+
+
+class Worker(QRunnable):
+    """Runs ``fn(*args, progress=..., cancel=..., **kwargs)`` in a QThreadPool thread.
+
+    ``pass_progress``/``pass_cancel`` say whether the job accepts those keywords. Progress events are
+    throttled to one per ``min_interval_s`` (plus the last one) so a chatty job cannot flood the UI.
+    """
+
+    def __init__(self, fn: Callable[..., Any], *args, pass_progress: bool = True,
+                 pass_cancel: bool = True, min_interval_s: float = 0.05, name: str = "", **kwargs):
+        super().__init__()
+        self.setAutoDelete(False)   # the owner keeps a reference and reads .result afterwards
+        self.fn, self.args, self.kwargs = fn, args, kwargs
+        self.pass_progress, self.pass_cancel = pass_progress, pass_cancel
+        self.min_interval_s = min_interval_s
+        self.name = name or getattr(fn, "__name__", "job")
+        self.signals = WorkerSignals()
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self._cancel = False
+        self._last_emit = 0.0
+        self.is_done = False
+
+    # -- called from the UI thread
+    def cancel(self) -> None:
+        self._cancel = True
+
+    @property
+    def cancel_requested(self) -> bool:
+        return self._cancel
+
+    def start(self, pool: QThreadPool | None = None) -> "Worker":
+        (pool or QThreadPool.globalInstance()).start(self)
+        return self
+
+    # -- called from the worker thread
+    def _progress(self, event: Any) -> None:
+        now = time.monotonic()
+        total = getattr(event, "total", 0)
+        last = total and getattr(event, "done", 0) >= total
+        if last or now - self._last_emit >= self.min_interval_s:
+            self._last_emit = now
+            self.signals.progressed.emit(event)
+
+    def run(self) -> None:  # noqa: D401 - QRunnable API
+        from strived.errors import Cancelled
+
+        self.signals.started.emit()
+        kwargs = dict(self.kwargs)
+        if self.pass_progress:
+            kwargs["progress"] = self._progress
+        if self.pass_cancel:
+            kwargs["cancel"] = lambda: self._cancel
+        try:
+            self.result = self.fn(*self.args, **kwargs)
+        except Cancelled:
+            self.signals.cancelled.emit()
+        except BaseException as exc:  # noqa: BLE001 - every failure goes to the presenter
+            self.error = exc
+            self.signals.errored.emit(exc, "".join(traceback.format_exception(exc)))
+        else:
+            if self._cancel:
+                self.signals.cancelled.emit()
+            else:
+                self.signals.finished.emit(self.result)
+        finally:
+            self.is_done = True
+            self.signals.done.emit()
+
+
+class JobQueue(QObject):
+    """One thread pool per resource (the library, the decoder), so jobs of one kind never race.
+
+    Keeps references to running workers (so they are not garbage collected) and can cancel and wait
+    for all of them when the window closes.
+    """
+
+    def __init__(self, max_threads: int = 1, parent: QObject | None = None):
+        super().__init__(parent)
+        self.pool = QThreadPool(self)
+        self.pool.setMaxThreadCount(max_threads)
+        self._workers: list[Worker] = []
+
+    def submit(self, worker: Worker) -> Worker:
+        self._workers = [w for w in self._workers if not w.is_done]
+        self._workers.append(worker)
+        worker.start(self.pool)
+        return worker
+
+    @property
+    def active(self) -> list[Worker]:
+        return [w for w in self._workers if not w.is_done]
+
+    def cancel_all(self) -> None:
+        for w in self._workers:
+            w.cancel()
+
+    def shutdown(self, timeout_ms: int = 5000) -> bool:
+        self.cancel_all()
+        ok = self.pool.waitForDone(timeout_ms)
+        self._workers = [w for w in self._workers if not w.is_done]
+        return ok

@@ -1,0 +1,195 @@
+"""App benchmarks: p99 event-loop stall while indexing and while searching (target ≤ 50 ms), cold
+start to a usable window with a 10k-video library (target ≤ 3 s), player seek on a 720p clip
+(target ≤ 50 ms).
+
+    QT_QPA_PLATFORM=offscreen .venv/bin/python benchmarks/bench_app.py [--work DIR] [--videos N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "app"))
+BENCH = ROOT.parent / "shared" / "data" / "bench-dev"
+
+
+def synthetic_library(folder: Path, n: int) -> Path:
+    """n videos of records only (2 tracks × 100 samples each), built once and reused."""
+    import numpy as np
+
+    from strived.records import Track, VideoInfo, VideoRecords
+    from strived.store.library import Library
+
+    if (folder / "library.sqlite").exists():
+        return folder
+    lib = Library.open(folder, create=True)
+    rng = np.random.default_rng(0)
+    t = np.arange(100) / 10.0
+    recs = []
+    for i in range(n):
+        tracks = [Track(k, "car", np.arange(100, dtype=np.int32),
+                        {f: rng.normal(10, 3, 100).astype(np.float32) for f in
+                         ("distance", "loc_x", "loc_z", "lane_rel", "bbox_area", "score")})
+                  for k in range(2)]
+        recs.append(VideoRecords(VideoInfo(f"v{i:05d}", None, 10.0, 100), np.arange(100), t,
+                                 {"speed": np.full(100, 10.0), "yaw_rate": np.zeros(100),
+                                  "accel": np.zeros(100)}, tracks))
+        if len(recs) == 1000:
+            lib.add_videos(recs)
+            recs = []
+    if recs:
+        lib.add_videos(recs)
+    lib.close()
+    return folder
+
+
+class StallMeter:
+    """Ticks a 5 ms timer on the UI thread; a stall is how late a tick fires."""
+
+    def __init__(self):
+        from PySide6.QtCore import QElapsedTimer, Qt, QTimer
+
+        self.timer = QTimer()
+        self.timer.setTimerType(Qt.TimerType.PreciseTimer)
+        self.timer.setInterval(5)
+        self.clock = QElapsedTimer()
+        self.gaps: list[float] = []
+        self.timer.timeout.connect(self._on_timeout)
+
+    def start(self):
+        self.gaps.clear()
+        self.clock.start()
+        self.timer.start()
+
+    def _on_timeout(self):
+        self.gaps.append(max(0.0, self.clock.restart() - 5.0))
+
+    def stop(self) -> dict:
+        self.timer.stop()
+        import numpy as np
+
+        g = np.array(self.gaps or [0.0])
+        return {"ticks": len(g), "p50_ms": float(np.percentile(g, 50)),
+                "p99_ms": float(np.percentile(g, 99)), "max_ms": float(g.max())}
+
+
+def run_until(app, cond, timeout_s):
+    t0 = time.perf_counter()
+    while not cond() and time.perf_counter() - t0 < timeout_s:
+        app.processEvents()
+        time.sleep(0.001)
+
+
+def bench_seek(app, clip: str) -> dict:
+    import numpy as np
+
+    from app.player import PlayerWidget
+
+    p = PlayerWidget()
+    p.resize(960, 560)
+    p.show()
+    shown = []
+    p.frame_shown.connect(lambda f, t: shown.append(f))
+    p.load(clip)
+    run_until(app, lambda: shown, 5)
+    rng = np.random.default_rng(0)
+    out = {}
+    for label, wait_scan in (("cold", False), ("after_scan", True)):
+        if wait_scan:
+            p.wait_idle(30000, scan=True)
+        ts = []
+        for f in rng.integers(0, p.n_frames, 40):
+            p.decoder._next = 10**9 if not wait_scan else p.decoder._next
+            shown.clear()
+            t0 = time.perf_counter()
+            p.seek(int(f))
+            run_until(app, lambda f=f: shown and shown[-1] == int(f), 5)
+            ts.append((time.perf_counter() - t0) * 1000)
+        a = np.array(ts)
+        out[label] = {"median_ms": float(np.median(a)), "p95_ms": float(np.percentile(a, 95)),
+                      "max_ms": float(a.max())}
+    p.shutdown()
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "strived-bench-app"))
+    ap.add_argument("--videos", type=int, default=10000)
+    args = ap.parse_args()
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    from PySide6.QtCore import QSettings
+    from PySide6.QtWidgets import QApplication
+
+    from app.main_window import MainWindow
+    from app.settings import AppSettings
+    from conftest import make_clip
+
+    app = QApplication.instance() or QApplication([])
+    clip720 = BENCH / "videos" / "kr_blackbox_test_video.mp4"
+    if not clip720.exists():
+        clip720 = work / "gen720.mp4"
+        make_clip(clip720, n_frames=300, fps=30.0, size=(1280, 720))
+    print("seek 720p", clip720.name, bench_seek(app, str(clip720)), flush=True)
+
+    big = synthetic_library(work / f"lib{args.videos}", args.videos)
+    ini = work / "settings.ini"
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "app", str(big), "--ready-and-quit", "--settings",
+                          str(ini)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    wall = time.perf_counter() - t0
+    print(f"cold start {args.videos} videos: process wall {wall:.2f} s; {out.stdout.strip()}",
+          flush=True)
+
+    settings = AppSettings(QSettings(str(ini), QSettings.Format.IniFormat))
+    win = MainWindow(settings)
+    win.show()
+    win.open_library(str(big))
+    meter = StallMeter()
+    got = []
+    win.search_finished.connect(got.append)
+    from strived.retrieval.sources import ensure_text_index  # noqa: F401 (import cost off the clock)
+
+    win.query.setCurrentText("a car cuts in from the right")
+    meter.start()
+    t0 = time.perf_counter()
+    win.search()
+    run_until(app, lambda: got or (win._search_worker and win._search_worker.is_done and
+                                   win._search_worker.error), 300)
+    print(f"searching {args.videos} videos ({time.perf_counter() - t0:.2f} s):", meter.stop(),
+          "error" if win._search_worker.error else "", win._search_worker.error or "", flush=True)
+    win.close()
+
+    vids = work / "index_videos"
+    if not vids.exists():
+        vids.mkdir()
+        for k in range(3):
+            make_clip(vids / f"v{k}.mp4", n_frames=40, fps=10.0, size=(640, 360), seed=k)
+    import shutil
+
+    lib2 = work / "lib_index"
+    shutil.rmtree(lib2, ignore_errors=True)
+    win = MainWindow(settings)
+    win.show()
+    win.open_library(str(lib2), create=True)
+    meter.start()
+    t0 = time.perf_counter()
+    win.start_indexing(str(vids))
+    run_until(app, lambda: win.index_worker.is_done, 600)
+    print(f"indexing 3 clips ({time.perf_counter() - t0:.1f} s):", meter.stop(), flush=True)
+    win.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

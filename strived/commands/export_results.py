@@ -1,0 +1,50 @@
+"""`strived export-results`: search a library and export the clip list (CSV/JSON/FiftyOne/OpenLABEL,
+optionally the cut clips) — the same engine functions the app's Export dialog calls."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from ._common import TerminalProgress, add_library_arg
+
+
+def register(sub) -> None:
+    p = sub.add_parser("export-results", help="search, then export the ranked clips (CSV, JSON, "
+                                              "FiftyOne, OpenLABEL; optionally cut clips)")
+    p.add_argument("query", help="plain-language query")
+    p.add_argument("out_dir", help="export folder")
+    add_library_arg(p)
+    p.add_argument("--top-k", type=int, default=20)
+    p.add_argument("--format", action="append", choices=("csv", "json", "fiftyone", "openlabel"),
+                   help="repeatable; default csv and json")
+    p.add_argument("--clips", choices=("reencode", "copy"), default=None,
+                   help="cut each clip: frame-accurate re-encode, or fast keyframe copy (ffmpeg)")
+    p.add_argument("--rule", help="rule JSON file to use instead of the library's matcher")
+    p.set_defaults(func=cmd_export_results)
+
+
+def cmd_export_results(args) -> int:
+    from .. import engine
+    from ..export import clip_rows, export_results, library_versions
+    from ..store import Library
+
+    lib = Library.open(args.library)
+    try:
+        rule = None
+        if args.rule:
+            with open(args.rule, encoding="utf-8") as fh:
+                rule = json.load(fh)
+        resp = engine.search(lib, args.query, rule=rule, top_k=args.top_k)
+        rows = clip_rows(resp, lib)
+        ctx = {"query": resp.query, "rule": resp.rule, "weights": resp.weights, "match": resp.match,
+               "library": str(lib.folder), **library_versions(lib)}
+        rep = export_results(rows, args.out_dir, formats=args.format or ["csv", "json"],
+                             clips=args.clips, context=ctx, progress=TerminalProgress())
+    finally:
+        lib.close()
+    for f in rep.files + rep.clips:
+        print(f)
+    for vid, why in rep.skipped:
+        print(f"skipped {vid}: {why}", file=sys.stderr)
+    return 0

@@ -1,0 +1,392 @@
+"""Export a curated result list: CSV/JSON clip lists, FiftyOne temporal detections, ASAM OpenLABEL,
+and optionally the clips themselves (frame-accurate re-encode, or a fast keyframe copy).
+
+Every file is written to a temporary name in the target folder and renamed when complete, so a
+read-only folder, a full disk (ENOSPC) or a cancel never leaves a partial file. Long work takes
+``progress``/``cancel`` like every engine job (``strived/jobs.py``).
+"""
+
+from __future__ import annotations
+
+import csv
+import errno
+import io
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from .errors import Cancelled, StrivedError
+from .jobs import CancelFn, ProgressFn, check_cancel, report
+
+FORMATS = ("csv", "json", "fiftyone", "openlabel")
+CLIP_MODES = ("reencode", "copy")
+CSV_COLUMNS = ("rank", "video_id", "video_path", "start_s", "end_s", "start_frame", "end_frame",
+               "fps", "score", "rule_score", "dense_score", "bm25_score", "rule_rank", "dense_rank",
+               "bm25_rank", "event", "confidence", "mode", "relevant", "query", "library_version",
+               "index_version", "clip_path")
+
+
+class ExportError(StrivedError):
+    """An export could not be written; ``path`` is what failed. Nothing partial was left behind."""
+
+    def __init__(self, message: str, path: str | None = None):
+        self.path = path
+        super().__init__(message)
+
+
+@dataclass
+class ExportReport:
+    """What an export wrote (final paths) and what it skipped, with reasons."""
+
+    files: list[str] = field(default_factory=list)
+    clips: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------- rows
+def _get(obj, name, default=None):
+    return obj.get(name, default) if isinstance(obj, dict) else getattr(obj, name, default)
+
+
+def library_versions(library) -> dict:
+    """The versions an export records: library schema and index (content) version."""
+    if library is None:
+        return {"library_version": None, "index_version": None}
+    return {"library_version": library.meta_get("schema_version"),
+            "index_version": library.meta_get("content_version")}
+
+
+def clip_rows(response, library=None, *, video_ids: Iterable[str] | None = None,
+              marks: dict[str, bool] | None = None) -> list[dict]:
+    """One row per hit (in rank order; only ``video_ids`` when given) with everything an export
+    needs. Video fps/n_frames come from the library; a hit without a span exports the whole clip."""
+    keep = None if video_ids is None else list(video_ids)
+    vers = library_versions(library)
+    match = dict(_get(response, "match", None) or {})
+    rows = []
+    for h in _get(response, "hits", []) or []:
+        vid = _get(h, "video_id")
+        if keep is not None and vid not in keep:
+            continue
+        info = {}
+        if library is not None:
+            r = library.conn.execute("SELECT fps, n_frames, duration_s, path FROM videos WHERE id=?",
+                                     (vid,)).fetchone()
+            if r:
+                info = {"fps": r[0], "n_frames": r[1], "duration_s": r[2], "path": r[3]}
+        fps = float(info.get("fps") or 0.0) or None
+        n_frames = info.get("n_frames")
+        span = _get(h, "span_s")
+        if span:
+            t0, t1 = float(span[0]), float(span[1])
+        else:
+            t0 = 0.0
+            t1 = float(info.get("duration_s") or ((n_frames - 1) / fps if fps and n_frames else 0.0))
+        f0 = int(round(t0 * fps)) if fps else None
+        f1 = int(round(t1 * fps)) if fps else None
+        if f1 is not None and n_frames:
+            f0, f1 = max(0, min(f0, n_frames - 1)), max(0, min(f1, n_frames - 1))
+        per = dict(_get(h, "per_source", None) or {})
+        row = {"rank": _get(h, "rank"), "video_id": vid,
+               "video_path": _get(h, "path") or info.get("path"),
+               "start_s": round(t0, 4), "end_s": round(t1, 4), "start_frame": f0, "end_frame": f1,
+               "fps": fps, "score": float(_get(h, "score", 0.0) or 0.0),
+               "per_source": {s: dict(v or {}) for s, v in per.items()},
+               "event": match.get("event"), "confidence": match.get("confidence"),
+               "mode": match.get("mode"), "peak_track": _get(h, "peak_track"),
+               "relevant": None if marks is None else marks.get(vid),
+               "query": _get(response, "query"), **vers}
+        rows.append(row)
+    return rows
+
+
+# ----------------------------------------------------------------------------- safe writing
+def _check_writable(folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except PermissionError:
+        raise ExportError(f"cannot create the export folder {folder}: permission denied; choose a "
+                          "folder you can write to (nothing was written)", str(folder)) from None
+    except OSError as e:
+        if e.errno == errno.ENOSPC:
+            raise _os_error(e, folder) from None
+        raise ExportError(f"cannot create the export folder {folder} ({e.strerror or e}); choose a "
+                          "folder you can write to (nothing was written)", str(folder)) from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ExportError(f"the export folder {folder} is read-only; choose a folder you can "
+                          "write to (nothing was written)", str(folder))
+
+
+def _os_error(e: OSError, path: Path) -> ExportError:
+    if e.errno == errno.ENOSPC:
+        return ExportError(f"the disk is full while writing {path}; free some space and export "
+                           "again (no partial file was left)", str(path))
+    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return ExportError(f"cannot write {path}: the folder is read-only or not yours; choose "
+                           "another folder (nothing was written)", str(path))
+    return ExportError(f"cannot write {path}: {e.strerror or e}", str(path))
+
+
+def _tmp_name(path: Path) -> Path:
+    return path.with_name(f".{path.name}.partial")
+
+
+def write_atomic(path: str | os.PathLike, data: str | bytes) -> str:
+    """Write ``data`` to ``path`` via a temporary file + rename. Raises ExportError."""
+    path = Path(path)
+    tmp = _tmp_name(path)
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        _unlink(tmp)
+        raise _os_error(e, path) from None
+    return str(path)
+
+
+def _unlink(p: Path) -> None:
+    try:
+        p.unlink()
+    except OSError:
+        pass
+
+
+# ------------------------------------------------------------------------------- formats
+def to_csv(rows: list[dict]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        flat = dict(r)
+        for s in ("rule", "dense", "bm25"):
+            ps = (r.get("per_source") or {}).get(s) or {}
+            flat[f"{s}_score"] = ps.get("score")
+            flat[f"{s}_rank"] = ps.get("rank")
+        w.writerow({k: ("" if flat.get(k) is None else flat.get(k)) for k in CSV_COLUMNS})
+    return buf.getvalue()
+
+
+def to_json(rows: list[dict], context: dict) -> str:
+    """The clip list with its provenance: query, rule, fusion weights, versions."""
+    from . import __version__
+
+    doc = {"format": "strived.cliplist/1", "strived_version": __version__,
+           "query": context.get("query"), "rule": context.get("rule"),
+           "weights": context.get("weights"), "match": context.get("match"),
+           "library": context.get("library"), "library_version": context.get("library_version"),
+           "index_version": context.get("index_version"), "clips": rows}
+    return json.dumps(doc, indent=1, default=_json_default)
+
+
+def _json_default(o):
+    try:
+        import numpy as np
+
+        if isinstance(o, np.generic):
+            return o.item()
+        if isinstance(o, np.ndarray):
+            return o.tolist()
+    except ImportError:
+        pass
+    return str(o)
+
+
+def to_fiftyone(rows: list[dict], label: str) -> tuple[str, str]:
+    """FiftyOne ``FiftyOneTemporalDetectionDataset`` (export_media="manifest"): ``labels.json``
+    (``support`` = 1-based [first, last] frame numbers, as FiftyOne counts frames) and
+    ``data.json`` mapping each uuid to its video path. Returns (labels, data) texts."""
+    labels: dict[str, list] = {}
+    data: dict[str, str] = {}
+    for r in rows:
+        uuid = r["video_id"]
+        det = {"label": label, "confidence": r["score"]}
+        if r.get("start_frame") is not None:
+            det["support"] = [r["start_frame"] + 1, r["end_frame"] + 1]
+        else:
+            det["timestamps"] = [r["start_s"], r["end_s"]]
+        labels.setdefault(uuid, []).append(det)
+        if r.get("video_path"):
+            data[uuid] = r["video_path"]
+    return (json.dumps({"classes": [label], "labels": labels}, indent=1),
+            json.dumps(data, indent=1))
+
+
+def to_openlabel(row: dict, label: str, context: dict) -> str:
+    """ASAM OpenLABEL 1.0 JSON for one video: one action with its frame interval."""
+    f0, f1 = row.get("start_frame"), row.get("end_frame")
+    action: dict[str, Any] = {"name": label, "type": label,
+                              "action_data": {"num": [{"name": "score", "val": row["score"]}],
+                                              "text": [{"name": "query",
+                                                        "val": str(context.get("query") or "")}]}}
+    if f0 is not None:
+        action["frame_intervals"] = [{"frame_start": f0, "frame_end": f1}]
+    doc = {"openlabel": {
+        "metadata": {"schema_version": "1.0.0", "annotator": "STRIVE-D",
+                     "comment": f"search result rank {row.get('rank')}",
+                     "file_version": str(context.get("index_version"))},
+        "streams": {"camera": {"type": "camera", "uri": row.get("video_path") or "",
+                               "description": "dashcam video"}},
+        "actions": {"0": action},
+        "frame_intervals": ([{"frame_start": f0, "frame_end": f1}] if f0 is not None else []),
+    }}
+    if row.get("fps"):
+        doc["openlabel"]["coordinate_systems"] = {}
+        doc["openlabel"]["metadata"]["fps"] = row["fps"]
+    return json.dumps(doc, indent=1)
+
+
+# ----------------------------------------------------------------------------------- clips
+def fast_copy_available() -> str | None:
+    """Path of an ffmpeg binary for the keyframe copy, or None (then only re-encode works)."""
+    return shutil.which("ffmpeg")
+
+
+def cut_clip_reencode(src: str, dst: Path, f0: int, f1: int, cancel: CancelFn = None,
+                      on_frame: Callable[[int], None] | None = None) -> str:
+    """Frames f0..f1 (inclusive, 0-based) of ``src`` re-encoded (mp4v) to ``dst``: frame-accurate."""
+    import cv2
+
+    cap = cv2.VideoCapture(str(src))
+    if not cap.isOpened():
+        raise ExportError(f"cannot open {src} (missing or not a video)", str(src))
+    fps = cap.get(cv2.CAP_PROP_FPS) or 25.0
+    w, h = int(cap.get(cv2.CAP_PROP_FRAME_WIDTH)), int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT))
+    tmp = dst.with_name(f".{dst.stem}.partial{dst.suffix}")
+    writer = cv2.VideoWriter(str(tmp), cv2.VideoWriter_fourcc(*"mp4v"), fps, (w, h))
+    try:
+        if not writer.isOpened():
+            raise ExportError(f"cannot write {dst} (is the folder writable?)", str(dst))
+        cap.set(cv2.CAP_PROP_POS_FRAMES, f0)
+        for k in range(f0, f1 + 1):
+            if cancel is not None and k % 10 == 0 and cancel():
+                raise Cancelled()
+            ok, frame = cap.read()
+            if not ok:
+                if k == f0:
+                    raise ExportError(f"{src}: cannot decode frame {f0}", str(src))
+                break
+            writer.write(frame)
+            if on_frame:
+                on_frame(k - f0 + 1)
+        writer.release()
+        if not tmp.exists() or tmp.stat().st_size == 0:
+            raise ExportError(f"the encoder wrote nothing for {dst} (disk full?)", str(dst))
+        os.replace(tmp, dst)
+    except OSError as e:
+        writer.release()
+        _unlink(tmp)
+        raise _os_error(e, dst) from None
+    except BaseException:
+        writer.release()
+        _unlink(tmp)
+        raise
+    finally:
+        cap.release()
+    return str(dst)
+
+
+def cut_clip_copy(src: str, dst: Path, t0: float, t1: float) -> str:
+    """Keyframe copy with ffmpeg (no re-encode; starts at the keyframe at or before ``t0``)."""
+    ffmpeg = fast_copy_available()
+    if ffmpeg is None:
+        raise ExportError("fast keyframe copy is unavailable: it needs ffmpeg on the PATH; use the "
+                          "frame-accurate re-encode instead")
+    tmp = dst.with_name(f".{dst.stem}.partial{dst.suffix}")
+    cmd = [ffmpeg, "-v", "error", "-y", "-ss", f"{t0:.3f}", "-i", str(src), "-t",
+           f"{max(0.04, t1 - t0):.3f}", "-c", "copy", "-avoid_negative_ts", "make_zero", str(tmp)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0 or not tmp.exists():
+        _unlink(tmp)
+        raise ExportError(f"ffmpeg could not copy {src}: {res.stderr.strip()[:300]}", str(dst))
+    os.replace(tmp, dst)
+    return str(dst)
+
+
+# ------------------------------------------------------------------------------- the job
+def export_results(rows: list[dict], out_dir: str | os.PathLike, *,
+                   formats: Iterable[str] = ("csv", "json"), clips: str | None = None,
+                   context: dict | None = None, progress: ProgressFn = None,
+                   cancel: CancelFn = None) -> ExportReport:
+    """Write the chosen ``formats`` (of FORMATS) and, with ``clips`` in CLIP_MODES, cut each
+    clip into ``out_dir/clips/``. ``context`` carries query, rule, weights, match, library and
+    versions. Raises ExportError (read-only folder, full disk...) or Cancelled; either way no
+    partial file remains, and list files are written only after all clips are done."""
+    context = dict(context or {})
+    formats = list(formats)
+    bad = [f for f in formats if f not in FORMATS]
+    if bad:
+        raise ExportError(f"unknown export format(s) {', '.join(bad)}; valid: {', '.join(FORMATS)}")
+    if clips is not None and clips not in CLIP_MODES:
+        raise ExportError(f"unknown clip mode {clips!r}; valid: {', '.join(CLIP_MODES)}")
+    if clips == "copy" and fast_copy_available() is None:
+        raise ExportError("fast keyframe copy is unavailable: it needs ffmpeg on the PATH; "
+                          "choose the frame-accurate re-encode")
+    out = Path(out_dir).expanduser()
+    _check_writable(out)
+    rep = ExportReport()
+    rows = [dict(r) for r in rows]
+    label = str(context.get("match", {}).get("event") or context.get("event") or "match")
+
+    if clips:
+        clip_dir = out / "clips"
+        _check_writable(clip_dir)
+        total = sum(max(1, (r["end_frame"] or 0) - (r["start_frame"] or 0) + 1) for r in rows)
+        done = 0
+        for r in rows:
+            check_cancel(cancel)
+            src = r.get("video_path")
+            if not src or not os.path.exists(src):
+                rep.skipped.append((r["video_id"], "no video file (records only, or moved)"))
+                continue
+            name = f"{r['rank']:03d}_{r['video_id']}_{r['start_s']:.1f}-{r['end_s']:.1f}s.mp4"
+            dst = clip_dir / name
+            base = done
+
+            def on_frame(k, base=base, vid=r["video_id"]):
+                report(progress, "clips", base + k, total, item=vid)
+
+            if clips == "reencode":
+                if r.get("start_frame") is None:
+                    rep.skipped.append((r["video_id"], "unknown fps: cannot cut by frame"))
+                    continue
+                path = cut_clip_reencode(src, dst, r["start_frame"], r["end_frame"], cancel, on_frame)
+            else:
+                path = cut_clip_copy(src, dst, r["start_s"], r["end_s"])
+            done += max(1, (r["end_frame"] or 0) - (r["start_frame"] or 0) + 1)
+            report(progress, "clips", done, total, item=r["video_id"])
+            r["clip_path"] = path
+            rep.clips.append(path)
+
+    check_cancel(cancel)
+    docs: list[tuple[Path, str]] = []
+    if "csv" in formats:
+        docs.append((out / "clips.csv", to_csv(rows)))
+    if "json" in formats:
+        docs.append((out / "clips.json", to_json(rows, context)))
+    if "fiftyone" in formats:
+        lab, data = to_fiftyone(rows, label)
+        (out / "fiftyone").mkdir(exist_ok=True)
+        docs += [(out / "fiftyone" / "labels.json", lab), (out / "fiftyone" / "data.json", data)]
+    if "openlabel" in formats:
+        (out / "openlabel").mkdir(exist_ok=True)
+        docs += [(out / "openlabel" / f"{r['video_id']}.json", to_openlabel(r, label, context))
+                 for r in rows]
+    written: list[str] = []
+    try:
+        for k, (p, text) in enumerate(docs):
+            check_cancel(cancel)
+            written.append(write_atomic(p, text))
+            report(progress, "files", k + 1, len(docs), item=p.name)
+    except BaseException:
+        for p in written:          # all lists or none: a half-written export would mislead
+            _unlink(Path(p))
+        raise
+    rep.files = written
+    return rep

@@ -1,0 +1,137 @@
+"""Player (frame-exact, overlay, stepping), timeline binding and the results model (no window)."""
+
+import numpy as np
+import pytest
+
+from conftest import clip_records, frame_code, make_clip, shot, wait_frame
+
+
+@pytest.fixture()
+def clip(tmp_path):
+    p = tmp_path / "c.mp4"
+    boxes = make_clip(p, n_frames=90, fps=20.0)
+    return p, boxes
+
+
+def test_decoder_is_frame_exact(clip):
+    from app.frames import FrameDecoder
+
+    d = FrameDecoder(str(clip[0]), cache_frames=4)
+    rng = np.random.default_rng(0)
+    for i in list(rng.integers(0, 90, 15)) + [0, 89, 45, 46, 47, 10]:
+        assert frame_code(d.frame(int(i))) == int(i)
+    d.scan()
+    assert d.scanned
+    for i in rng.integers(0, 90, 10):
+        assert frame_code(d.frame(int(i))) == int(i)
+    d.close()
+
+
+def test_player_seek_step_overlay(qtbot, clip):
+    from app.player import PlayerWidget
+
+    p = PlayerWidget()
+    qtbot.addWidget(p)
+    p.resize(800, 500)
+    p.show()
+    rec = clip_records("c", clip[0], clip[1], 20.0)
+    with qtbot.waitSignal(p.frame_shown, timeout=5000) as b:
+        assert p.load(str(clip[0]), records=rec, span_s=(1.5, 3.0))
+    assert b.args[0] == 30                       # jumps to the event start
+    assert frame_code(_rgb(p)) == 30
+    p.setFocus()
+    with qtbot.waitSignal(p.frame_shown, timeout=5000) as b:
+        qtbot.keyClick(p, "Right" and __import__("PySide6.QtCore").QtCore.Qt.Key.Key_Right)
+    assert b.args[0] == 31 and frame_code(_rgb(p)) == 31
+    assert "frame 31 / 89" in p.position_label.text() and "1.550 s" in p.position_label.text()
+    assert p.canvas.boxes and p.canvas.boxes[0][0] in (1, 2)      # boxes of the sampled frame
+    shot(p, "player_overlay_on")
+    qtbot.mouseClick(p.overlay_box, __import__("PySide6.QtCore").QtCore.Qt.MouseButton.LeftButton)
+    assert not p.canvas.overlay
+    p.overlay_box.setChecked(True)
+    p.play()
+    qtbot.waitUntil(lambda: p.frame_idx >= 36, timeout=5000)
+    p.pause()
+    assert not p.is_playing
+    p.shutdown()
+
+
+def _rgb(player):
+    from PySide6.QtGui import QImage
+
+    img = player.canvas.image.convertToFormat(QImage.Format.Format_RGB888)
+    w, h = img.width(), img.height()
+    arr = np.frombuffer(img.constBits(), np.uint8, img.bytesPerLine() * h).reshape(h, -1)
+    return arr[:, : w * 3].reshape(h, w, 3)
+
+
+def test_player_missing_file_shows_message(qtbot, tmp_path):
+    from app.player import PlayerWidget
+
+    p = PlayerWidget()
+    qtbot.addWidget(p)
+    assert not p.load(str(tmp_path / "gone.mp4"))
+    assert "Cannot play" in p.canvas.message
+
+
+def test_results_model_columns():
+    from PySide6.QtCore import Qt
+
+    from app.results import ResultsModel
+    from strived.engine import SearchHit, SearchResponse
+
+    hits = [SearchHit(1, "a", "/x/a.mp4", 0.03, (1.0, 2.5),
+                      {"rule": {"rank": 1, "score": 0.9, "contribution": 1 / 61},
+                       "dense": {"rank": 3, "score": 0.4, "contribution": 0.5 / 63},
+                       "bm25": {"rank": None, "score": None, "contribution": 0.0}}, 2),
+            SearchHit(2, "b", None, 0.01, None, {"rule": {"rank": 2, "score": 0.5}}, None)]
+    resp = SearchResponse("q", hits, {"entity": {}}, {"event": "cut_in", "confidence": 0.82,
+                                                        "mode": "reused"}, {"rule": 1.0, "dense": 0.5})
+    m = ResultsModel()
+    m.set_response(resp, {"b": False})
+    assert m.rowCount() == 2 and m.columnCount() == 10
+    d = lambda r, c: m.data(m.index(r, c), Qt.ItemDataRole.DisplayRole)  # noqa: E731
+    assert d(0, m.C_FILE) == "a.mp4" and d(1, m.C_FILE) == "b"
+    assert d(0, m.C_SPAN).strip().startswith("1.0") and d(1, m.C_SPAN) == "–"
+    assert d(0, m.C_EVENT) == "cut_in (0.82)" and d(0, m.C_MODE) == "reused"
+    assert d(0, m.C_RULE).endswith("#1") and d(0, m.C_BM25).startswith("  0%")
+    share = 100 * (1 / 61) / 0.03
+    assert d(0, m.C_RULE).strip().startswith(f"{share:.0f}%")
+    assert d(1, m.C_MARK) == "N" and d(0, m.C_MARK) == ""
+    m.set_mark(0, True)
+    assert d(0, m.C_MARK) == "R"
+    assert m.data(m.index(0, 0), Qt.ItemDataRole.DecorationRole) is None    # no thumbnail loader
+
+
+def test_timeline_playhead_and_curves(qtbot, library_dir):
+    from conftest import CUTIN_RULE
+
+    from app.timeline import TimelineWidget
+    from strived import engine
+    from strived.store.library import Library
+
+    lib = Library.open(library_dir)
+    exp = engine.explain(lib, "gen_cutin_a", CUTIN_RULE)
+    lib.close()
+    tl = TimelineWidget()
+    qtbot.addWidget(tl)
+    tl.resize(900, 400)
+    tl.show()
+    tl.set_explanation(exp, "gen_cutin_a")
+    assert exp.span_s is not None and exp.score > 0.5
+    assert "loc_x" in tl.row_names and "abs_loc_x" in tl.row_names and "soft score" in tl.row_names
+    curves_before = [id(c) for r in tl.rows for c in r.curves]
+    tl.set_explanation(exp, "again")                # pooled: no new items
+    assert [id(c) for r in tl.rows for c in r.curves] == curves_before
+    seen = []
+    tl.seek_requested.connect(seen.append)
+    line = tl.rows[0].playhead
+    line.setValue(2.0)
+    line.sigDragged.emit(line)
+    assert seen == [2.0] and all(r.playhead.value() == 2.0 for r in tl.rows)
+    tracks = []
+    tl.track_selected.connect(tracks.append)
+    c = tl.rows[0].curves[0]
+    c.sigClicked.emit(c, None)
+    assert tracks == [tl._curve_track[id(c)]]
+    shot(tl, "timeline")
