@@ -242,6 +242,12 @@ def calibrate_event(event: str, scorer, labels: WeakLabels, *, proposer: str = "
     return rep
 
 
+#: An event needs at least this many positives to be calibrated: with one or two, the optimiser
+#: finds numbers that isolate those videos (e.g. a 2 m distance gate for a cut-in) instead of the
+#: event; the human-written starting numbers generalise better.
+MIN_POSITIVES = 3
+
+
 def calibrate_library(scorer, labels: WeakLabels, events: list[str] | None = None, *,
                       base=None, progress: ProgressFn = None, cancel: CancelFn = None,
                       provenance: dict | None = None, **kw):
@@ -265,13 +271,15 @@ def calibrate_library(scorer, labels: WeakLabels, events: list[str] | None = Non
         form = base.entries[key].start_rule if key in base.entries else None
         rep = calibrate_event(key, scorer, labels, form=form, cancel=cancel, **kw)
         reports.append(rep)
-        ok = rep.n_pos > 0
+        ok = rep.n_pos >= MIN_POSITIVES
         entries[key] = LibraryEntry(
             key, rep.best_rule if ok else parse_rule(rep.start_rule).to_dict(),
             parse_rule(rep.start_rule).to_dict(), calibrated=ok, ap=rep.best_ap if ok else None,
             start_ap=rep.start_ap if ok else None, iterations=len(rep.iterations),
             n_pos=rep.n_pos, n_neg=rep.n_neg,
-            note=None if ok else "no positives in the calibration corpus: starting numbers")
+            note=None if ok else (f"{rep.n_pos} positives in the calibration corpus (fewer than "
+                                  f"{MIN_POSITIVES}): too few to fit numbers without overfitting; "
+                                  "starting numbers kept"))
     report(progress, "calibrate", len(keys), len(keys))
     prov = dict(provenance or {})
     prov.setdefault("proposer", kw.get("proposer", "optimizer"))

@@ -82,11 +82,15 @@ def test_bench_dev_crossval_and_cli(shared_dir, tmp_path):
     assert main([ "calibrate", str(bench), "--benchmark-labels", "--out", str(out),
                   "--events", "ego_brake", "lead_brake", "--cv", "5"]) == 0
     lib = RuleLibrary.load(out)
-    assert lib.entries["lead_brake"].calibrated and lib.entries["lead_brake"].n_pos >= 2
+    # lead_brake has 2 positives in bench-dev: too few to calibrate, starting numbers kept
+    assert not lib.entries["lead_brake"].calibrated and lib.entries["lead_brake"].n_pos == 2
+    assert "too few" in lib.entries["lead_brake"].note
+    assert lib.entries["lead_brake"].rule == lib.entries["lead_brake"].start_rule
+    assert lib.entries["ego_brake"].calibrated and lib.entries["ego_brake"].n_pos >= 3
     vids = [f"kitti_0001_w0{i}" for i in range(3)] + ["av2_x", "kitti_0002_w00"]
     folds = make_folds(vids, 2)
-    for f in folds:   # windows of one sequence never straddle folds
-        assert len({group_of(v) for v in f}) == len({group_of(v) for v in f})
+    for g in {group_of(v) for v in vids}:  # windows of one sequence never straddle folds
+        assert sum(any(group_of(v) == g for v in f) for f in folds) == 1
     assert sum(("kitti_0001_w00" in f) for f in folds) == 1
     g = [i for i, f in enumerate(folds) if "kitti_0001_w00" in f][0]
     assert {"kitti_0001_w01", "kitti_0001_w02"} <= set(folds[g])
