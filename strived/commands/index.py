@@ -6,13 +6,17 @@ import sys
 import time
 
 
+from ._common import default_library
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser("index", help="index a folder of videos (detect, track, range, ego motion)",
                               description="Index every video under FOLDER (mp4 mov mkv avi ts) into the "
                                           "library. Incremental and resumable: run it again after a crash, "
                                           "a Ctrl-C or new footage.")
     p.add_argument("folder", help="folder with videos (searched recursively)")
-    p.add_argument("--library", "-l", required=True, help="library folder (created if missing)")
+    p.add_argument("--library", "-L", "-l", default=default_library(),
+                   help="library folder, created if missing (default: $STRIVED_LIBRARY or ./strived-library)")
     p.add_argument("--fps", type=float, default=10.0, help="sampling rate in frames per second (default 10)")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     p.add_argument("--detector", default="yolov3-tiny",
