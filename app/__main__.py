@@ -14,7 +14,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--settings", help="INI file for settings (default: the user's QSettings)")
     p.add_argument("--ready-and-quit", action="store_true",
                    help="benchmark: print the time to a usable window and exit")
+    p.add_argument("--self-test", action="store_true",
+                   help="check this installation offline (index a generated clip, search it) and exit")
     args = p.parse_args(argv)
+    if args.self_test:
+        from .welcome import run_self_test
+
+        return run_self_test()
 
     from PySide6.QtCore import QSettings, QTimer
     from PySide6.QtWidgets import QApplication
@@ -33,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     win.show()
     if lib:
         win.open_library(lib)
+    elif not args.ready_and_quit:
+        win.show_welcome(only_if_wanted=True)     # first run: folder, library or the sample
     if args.ready_and_quit:
         def ready():
             print(f"ready_s {time.perf_counter() - t0:.3f} videos {win.stats_label.text()}",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from PySide6.QtCore import QItemSelectionModel, QStringListModel, Qt, QTimer, Signal
+from PySide6.QtCore import QStringListModel, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence, QShortcut
 from PySide6.QtWidgets import (QAbstractItemView, QCompleter, QComboBox, QDockWidget, QFileDialog,
                                QHBoxLayout, QHeaderView, QInputDialog, QLabel, QMainWindow, QMenu,
@@ -17,7 +17,7 @@ from .compare import CompareView
 from .errors import ErrorPresenter
 from .index_panel import IndexPanel
 from .player import PlayerWidget
-from .results import HitRole, ResultsModel
+from .results import ResultsModel
 from .rule_editor import RuleEditor
 from .settings import AppSettings, SettingsDialog
 from .timeline import TimelineWidget
@@ -95,6 +95,7 @@ class MainWindow(QMainWindow):
         self.saved_menu = QMenu("Saved searches", self)
         self.saved_menu.aboutToShow.connect(self._on_saved_menu_about_to_show)
         self.act_settings = QAction("Settings…", self, triggered=self._on_settings_triggered)
+        self.act_welcome = QAction("Welcome", self, triggered=lambda: self.show_welcome())
         for a in (self.act_open, self.act_new, self.act_index):
             tb.addAction(a)
         tb.addSeparator()
@@ -103,6 +104,7 @@ class MainWindow(QMainWindow):
         tb.addAction(self.saved_menu.menuAction())
         tb.addSeparator()
         tb.addAction(self.act_settings)
+        tb.addAction(self.act_welcome)
 
         self.query = QComboBox(self, editable=True, objectName="queryBar")
         self.query.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
@@ -541,6 +543,16 @@ class MainWindow(QMainWindow):
         d = QFileDialog.getExistingDirectory(self, "Dashcam folder to index")
         if d:
             self.start_indexing(d)
+
+    def show_welcome(self, only_if_wanted: bool = False):
+        """The first-run screen (app/welcome.py); ``only_if_wanted`` honours its "show" checkbox."""
+        from .welcome import WelcomeDialog, show_welcome_at_start
+
+        if only_if_wanted and not show_welcome_at_start(self.settings):
+            return None
+        self.welcome = WelcomeDialog(self)
+        self.welcome.show()
+        return self.welcome
 
     def _on_settings_triggered(self) -> None:
         self.settings_dialog = SettingsDialog(self.settings, self._index_folder, self)

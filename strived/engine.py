@@ -11,9 +11,9 @@ from __future__ import annotations
 import time
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
-from .errors import StrivedError
+from .errors import SourceUnavailable, StrivedError
 from .jobs import CancelFn, ProgressFn, check_cancel, report
 from .retrieval.fusion import RRF_K, weighted_rrf
 from .rules import Rule, RuleScorer, parse_rule
@@ -55,10 +55,6 @@ class SearchResponse:
                 "timings_ms": self.timings_ms, "sources_used": self.sources_used}
 
 
-class SourceUnavailable(StrivedError):
-    """A retrieval source cannot run on this library (missing index, model or module)."""
-
-
 _scorers: "weakref.WeakKeyDictionary[Any, tuple[int, RuleScorer]]" = weakref.WeakKeyDictionary()
 
 
@@ -87,11 +83,11 @@ def resolve_query_rule(query: str, *, library=None, llm=None, event: str | None 
     try:
         from .rulelib.resolve import resolve_rule
     except ImportError:
-        raise SourceUnavailable("the calibrated rule library is not installed (strived.rulelib)") from None
+        raise SourceUnavailable("rule", "the calibrated rule library is not installed (strived.rulelib)") from None
     rr = resolve_rule(query, library=rule_library, llm=llm)
     return rr.rule, {"event": rr.event, "confidence": rr.confidence, "mode": rr.mode,
                      "source": rr.source, "notices": list(rr.notices),
-                     "exemplar_event": getattr(rr, "exemplar_event", None)}
+                     "exemplar_event": rr.exemplar_event, "reason": rr.reason}
 
 
 def rule_ranking(library, rule: Rule, binarize: bool = False) -> list[tuple[str, float, int]]:
@@ -108,7 +104,7 @@ def _dense(library, query: str, top_k: int | None):
     try:
         from .retrieval.sources import dense_ranking
     except ImportError as e:
-        raise SourceUnavailable(f"dense retrieval is not available ({e})") from None
+        raise SourceUnavailable("dense", f"module missing ({e})") from None
     return dense_ranking(library, query, top_k=top_k)
 
 
@@ -116,7 +112,7 @@ def _bm25(library, query: str, top_k: int | None):
     try:
         from .retrieval.sources import bm25_ranking
     except ImportError as e:
-        raise SourceUnavailable(f"BM25 retrieval is not available ({e})") from None
+        raise SourceUnavailable("bm25", f"module missing ({e})") from None
     return bm25_ranking(library, query, top_k=top_k)
 
 

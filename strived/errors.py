@@ -73,3 +73,11 @@ class Cancelled(StrivedError):
 
     def __init__(self, message: str = "cancelled"):
         super().__init__(message)
+
+
+class SourceUnavailable(StrivedError):
+    """A retrieval source cannot run on this library (not built, no model, no input it can use)."""
+
+    def __init__(self, source: str, reason: str):
+        self.source, self.reason = source, reason
+        super().__init__(f"{source} retrieval unavailable: {reason}")

@@ -62,8 +62,12 @@ def cmd_search(args) -> int:
         conf = m.get("confidence")
         print(f"matched event: {m.get('event')}  confidence: "
               f"{'-' if conf is None else f'{conf:.2f}'}  mode: {m.get('mode')} ({m.get('source')})")
+        if m.get("mode") == "adapted" and m.get("exemplar_event"):
+            print(f"adapted from the calibrated rule of: {m['exemplar_event']}")
+        if m.get("reason"):
+            print(f"why: {m['reason']}")
         print("rule: " + json.dumps(resp.rule))
-    print(f"weights: " + ", ".join(f"{k}={v:g}" for k, v in resp.weights.items())
+    print("weights: " + ", ".join(f"{k}={v:g}" for k, v in resp.weights.items())
           + f"   ({resp.timings_ms.get('total', 0):.0f} ms)")
     for n in resp.notices:
         print(f"note: {n}")

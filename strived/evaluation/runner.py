@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..engine import SourceUnavailable, search
 from ..errors import StrivedError
 from ..jobs import CancelFn, ProgressFn, check_cancel, report
 from ..retrieval.metrics import ACC_KS, query_metrics, summarize

@@ -19,7 +19,7 @@ from ..records import VideoRecords
 from .columns import T_EPS, TREND_MAX_GAP_S
 from .model import EGO_FIELDS, OBJECT_FIELDS, Rule, SoftScore
 from .reference import (candidate_tracks, ego_series, op_holds, score_video, smoothed,
-                        track_series, valid_points)
+                        track_series)
 
 
 @dataclass
@@ -213,11 +213,9 @@ def _pairwise_best(t: np.ndarray, v: np.ndarray, c: SoftScore):
 def peak_span(rec: VideoRecords, rule: Rule, peak_track: int | None) -> tuple[float, float] | None:
     """The event span for a scored video without building full traces (fast path for result lists):
     the window of the peak unit's largest weighted soft term (the same choice `explain_video` makes)."""
-    from .columns import TrackColumns
-    from .scorer import soft_values
 
     if rule.entity.role == "ego" or peak_track is None or peak_track < 0:
-        t_unit, get = rec.t, None
+        t_unit = rec.t
     else:
         try:
             tr = rec.track(int(peak_track))

@@ -7,7 +7,7 @@ import stat
 import pytest
 from PySide6.QtCore import Qt
 
-from conftest import CUTIN_RULE, make_clip, shot, wait_frame
+from tests.app.conftest import CUTIN_RULE, make_clip, shot
 
 QUERY = "a car cuts in from the right"
 
@@ -128,7 +128,7 @@ def test_j4_compare_synced(qtbot, window, library_copy):
     w = window
     w.open_library(str(library_copy))
     _search(qtbot, w)
-    resp = _rerank(qtbot, w, CUTIN_RULE)
+    _rerank(qtbot, w, CUTIN_RULE)
     ra, rb = w.model.row_of("gen_cutin_a"), w.model.row_of("gen_cutin_b")
     _click_row(qtbot, w, ra)
     _click_row(qtbot, w, rb, Qt.KeyboardModifier.ControlModifier)

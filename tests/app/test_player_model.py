@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from conftest import clip_records, frame_code, make_clip, shot, wait_frame
+from tests.app.conftest import clip_records, frame_code, make_clip, shot
 
 
 @pytest.fixture()
@@ -104,7 +104,7 @@ def test_results_model_columns():
 
 
 def test_timeline_playhead_and_curves(qtbot, library_dir):
-    from conftest import CUTIN_RULE
+    from tests.app.conftest import CUTIN_RULE
 
     from app.timeline import TimelineWidget
     from strived import engine

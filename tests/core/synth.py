@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from strived.records import EGO_FIELDS, OBJECT_FIELDS, Track, VideoInfo, VideoRecords
+from strived.records import Track, VideoInfo, VideoRecords
 
 CLASSES = ("car", "car", "car", "truck", "bus", "pedestrian", "bicycle", "motorcycle")
 

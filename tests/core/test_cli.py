@@ -4,7 +4,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 from strived.cli import main
 
@@ -93,3 +92,18 @@ def test_eval_end_to_end(tmp_path, bench_dev):
 def test_eval_bad_bench(tmp_path):
     p = run_cli("eval", tmp_path)
     assert p.returncode == 1 and "manifest.json is missing" in p.stderr
+
+
+def test_schema_command_validates(tmp_path, capsys):
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"entity": {}, "soft_scores": [
+        {"type": "temporal_change", "field": "loc_x", "window_seconds": 2, "min_delta": 1}]}))
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"entity": {}, "soft_scores": [
+        {"type": "temporal_change", "field": "loc_x", "window_seconds": -2, "min_delta": 1}]}))
+    assert main(["schema", str(good)]) == 0
+    assert '"magnitude": 2.0' in capsys.readouterr().out
+    assert main(["schema", str(bad)]) == 1
+    assert "/soft_scores/0/window_seconds" in capsys.readouterr().err
+    assert main(["schema"]) == 0
+    assert json.loads(capsys.readouterr().out)["title"] == "STRIVE-D symbolic rule"

@@ -1,11 +1,9 @@
 import sqlite3
-import threading
 
 import numpy as np
 import pytest
 
 from strived.errors import LibraryError, LibraryLockedError, LibraryVersionError
-from strived.records import VideoRecords
 from strived.store import Library, SCHEMA_VERSION
 from tests.core.synth import synth_video
 

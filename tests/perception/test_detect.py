@@ -1,6 +1,5 @@
 """Detector backends: post-processing, YOLOv3-tiny, a hand-built ONNX model, a tiny HF model."""
 
-import struct
 
 import numpy as np
 import pytest
@@ -130,7 +129,7 @@ def test_onnx_missing_file():
 
 
 def test_hf_tiny_yolos_from_local_folder(tmp_path):
-    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("transformers")
     pytest.importorskip("torch")
     import json
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from strived.indexing.job import index_folder
-from strived.perception.pipeline import PerceptionConfig, perceive_video
+from strived.perception.pipeline import perceive_video
 from strived.records import VideoRecords
 from strived.store.library import Library
 

@@ -1,0 +1,215 @@
+"""The fusion router: per-query weights {"rule", "dense", "bm25"} for weighted RRF.
+
+Both routers apply the paper's three facts about a dashcam (appendix "Fusion Router"):
+
+1. When the ego vehicle moves (turns, brakes, stops, changes lanes) every pixel moves: a global
+   change the dense (visual) path sees. → dense primary.
+2. When another object moves while ego drives steadily, only its pixels change. If it ends in
+   the middle of the view (cuts in ahead, crosses in front, brakes ahead) the frames look
+   different and dense helps; if it ends off-centre (cuts out, overtakes, passes alongside) the
+   frames look like ordinary driving and only the numeric records discriminate. → rule primary,
+   dense secondary (more when the end position is central).
+3. Summaries rarely contain event names, so BM25 gets a small supplementary weight only for
+   surface words (a colour, a make or model, a place, weather or time of day, a rare class).
+
+The offline router implements these facts with word lists (deterministic, documented in
+docs/retrieval.md); the LLM router asks the configured model to reason the same way and returns
+validated weights, falling back to the offline router with a visible notice when the LLM is
+unavailable or answers out of range.
+
+Beyond the paper: our rule DSL has an ``ego`` role (speed, yaw rate, acceleration), so for ego
+motion queries the rule path gets a secondary weight instead of none.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..llm import DATA_NOTICE, LLMError, quote_data
+
+SOURCES = ("rule", "dense", "bm25")
+PROMPT_VERSION = "router/1"
+
+COLOURS = set("red blue green yellow white black grey gray silver orange brown purple pink "
+              "beige gold golden dark-coloured light-coloured".split())
+MAKES = set("toyota honda bmw audi mercedes benz volkswagen vw ford tesla nissan hyundai kia "
+            "volvo jeep chevrolet chevy subaru mazda porsche fiat renault peugeot skoda lexus "
+            "dodge ram gmc mini suzuki mitsubishi citroen opel seat prius civic corolla golf "
+            "f-150 model camry jaguar landrover land rover ferrari lamborghini harley vespa "
+            "taxi cab ambulance police firetruck fire-truck school".split())
+WEATHER_TIME = set("rain rainy raining snow snowy snowing fog foggy mist night nighttime dark "
+                   "dusk dawn sunset sunrise sunny wet storm hail glare evening morning tunnel "
+                   "daytime".split())
+PLACES = set("highway motorway freeway expressway city downtown urban rural village bridge "
+             "roundabout parking garage toll gas station school mountain desert country "
+             "countryside street avenue boulevard".split())
+RARE_CLASSES = set("truck lorry bus motorcycle motorbike scooter moped bicycle bike cyclist "
+                   "pedestrian pedestrians person people child dog animal trailer tram train "
+                   "barrier cone cones".split())
+
+_EGO = re.compile(r"\b(ego|we|i|i'm|my car|our car|our vehicle|the car i'm in|own car)\b")
+_OTHER = re.compile(r"\b(car|cars|vehicle|vehicles|truck|lorry|bus|pedestrian|pedestrians|person|"
+                    r"people|cyclist|bicycle|bike|motorbike|motorcycle|scooter|someone|somebody|"
+                    r"driver|van|suv|taxi|object|road user|child|dog|animal)\b")
+_EGO_NOUNS = re.compile(r"\b(ego|our|my|own)\s+(car|vehicle)\b|\bthe car i'm in\b")
+_MOTION = re.compile(r"\b(turn\w*|u-turn|brak\w*|stop\w*|slow\w*|accelerat\w*|speed\w*|revers\w*|"
+                     r"swerv\w*|merg\w*|chang\w* lanes?|lane chang\w*|overtak\w*|pass\w*|cut\w*|"
+                     r"cross\w*|approach\w*|pull\w*|drift\w*|collid\w*|hit\w*|crash\w*|rear-end\w*|"
+                     r"standing still|stationary|waiting|park\w*|moves?|moving|rid\w*|walk\w*|"
+                     r"enter\w*|leav\w*|exit\w*|veer\w*|chang\w*|overtaken|drives? off)\b")
+_CENTRAL = re.compile(r"\b(cut\w* in|cut\w* into|in front|ahead|approach\w*|cross\w*|across|"
+                      r"brak\w*|pull\w* (in|out)|rear-end\w*|collid\w*|hit\w*|crash\w*|into our lane|"
+                      r"toward\w*|stops? in front|oncoming)\b")
+# Verbs whose motion *ends* in the middle of the view, whatever else the query says.
+_CENTRAL_END = re.compile(r"\b(cut\w* in|cut\w* into|into our lane|cross\w*|across|rear-end\w*|"
+                          r"collid\w*|hit\w*|crash\w*|pull\w* in)\b")
+_OFFCENTRE = re.compile(r"\b(cut\w* out|out of (our|the|my) lane|leav\w* (our|the) lane|overtak\w*|"
+                        r"chang\w* out|pass\w*|alongside|beside|next to|on (the|its|our) (left|right)|"
+                        r"adjacent|parallel|lane chang\w*|chang\w* lanes?)\b")
+
+
+@dataclass
+class RouterResult:
+    """Weights per source (non-negative; relative scale), where they came from, an optional
+    notice for the user (e.g. why the LLM router was not used) and a short explanation."""
+
+    weights: dict[str, float]
+    source: str                      # "llm" | "offline"
+    notice: str | None = None
+    reasoning: str | None = None
+    details: dict = field(default_factory=dict)
+
+
+def _words(q: str) -> list[str]:
+    return re.findall(r"[a-z0-9][a-z0-9'\-]*", q.lower())
+
+
+def surface_tokens(query: str) -> dict[str, list[str]]:
+    """Query words likely to appear literally in summary text, grouped by kind."""
+    words = _words(query)
+    out = {
+        "colour": [w for w in words if w in COLOURS],
+        "make_model": [w for w in words if w in MAKES],
+        "weather_time": [w for w in words if w in WEATHER_TIME],
+        "place": [w for w in words if w in PLACES],
+        "class": [w for w in words if w in RARE_CLASSES],
+    }
+    # Proper nouns inside the sentence (place or brand names the lists do not know).
+    raw = re.findall(r"(?<=[a-z,;] )([A-Z][a-zA-Z]{2,})", query)
+    out["proper_noun"] = [w.lower() for w in raw if w.lower() not in {"ego"}]
+    return {k: v for k, v in out.items() if v}
+
+
+_BM25_WEIGHT = {"make_model": 0.5, "proper_noun": 0.5, "colour": 0.4, "weather_time": 0.4,
+                "place": 0.3, "class": 0.2}
+
+
+def offline_route(query: str) -> RouterResult:
+    """Deterministic router from the three facts (module docstring)."""
+    q = " " + query.lower().strip() + " "
+    ego_m = _EGO.search(q)
+    other_q = _EGO_NOUNS.sub(" ", q)
+    other_m = _OTHER.search(other_q)
+    motion = _MOTION.search(q)
+    if ego_m and (not other_m or ego_m.start() <= other_m.start() + (len(q) - len(other_q))):
+        subject = "ego"
+    elif other_m or motion:
+        # A moving subject that is not ego (a noun the list does not know, e.g. a brand name).
+        subject = "other"
+    else:
+        subject = "scene"
+    if subject == "ego" and motion:
+        w = {"dense": 1.0, "rule": 0.6}
+        why = "ego motion is a global pixel change the dense path sees (fact 1)"
+        end = "n/a"
+    elif subject == "other" and motion:
+        central, off = _CENTRAL.search(q), _OFFCENTRE.search(q)
+        strong_central = _CENTRAL_END.search(q)
+        if off and not strong_central:
+            end, dense = "off-centre", 0.2
+        elif central:
+            end, dense = "central", 0.5
+        else:
+            end, dense = "unknown", 0.4
+        w = {"rule": 1.0, "dense": dense}
+        why = (f"another object's motion ending {end}: the numeric records discriminate; "
+               f"dense weight {dense} (fact 2)")
+    else:
+        w = {"dense": 1.0, "rule": 0.3}
+        end = "n/a"
+        why = "no motion of a specific subject: a scene description, dense primary"
+    toks = surface_tokens(query)
+    bm25 = max((_BM25_WEIGHT[k] for k in toks), default=0.0)
+    w["bm25"] = bm25
+    if toks:
+        why += "; surface words " + ", ".join(sorted({t for v in toks.values() for t in v})) + \
+               f" → bm25 {bm25} (fact 3)"
+    else:
+        why += "; no surface words → bm25 0 (fact 3)"
+    weights = {s: float(w.get(s, 0.0)) for s in SOURCES}
+    return RouterResult(weights, "offline", None, why,
+                        {"subject": subject, "end_position": end, "surface_tokens": toks})
+
+
+_W = {"type": "number", "enum": [round(i / 10, 1) for i in range(11)]}
+ROUTER_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "motion": {"type": "string", "maxLength": 120},
+        "dense": _W, "rule": _W, "bm25": _W,
+    },
+    "required": ["motion", "dense", "rule", "bm25"],
+    "additionalProperties": False,
+}
+
+ROUTER_SYSTEM = f"""You set fusion weights for a dashcam video search engine with three sources.
+dense: compares what the camera frames look like with the query, as a person looking at the frames.
+rule: never sees pixels; it reads per-frame numbers about detected objects (class, distance, lateral
+position, lane) and the ego vehicle's speed and yaw rate, and checks a motion pattern.
+bm25: matches query words against one short generated text per video (objects, colours, names).
+
+Physical facts to apply:
+- The camera is fixed to the ego vehicle: when ego turns, brakes, stops or changes lanes, the whole
+  image moves, so dense sees it. Give dense the highest weight for ego motion.
+- When another road user moves and ego drives steadily, only that object's pixels change. If it
+  ends large in the middle of the view (cuts in just ahead, crosses in front) dense can still see
+  it; if it ends off to the side (cuts out, overtakes, passes alongside) the frames look like normal
+  driving and only rule can tell. Give rule the highest weight for another object's motion.
+- The texts rarely name events such as "cut-in" or "lane change". Give bm25 a small weight (0.1 to
+  0.5) only when the query has a colour, a vehicle make or model, a place, the weather or the time
+  of day; otherwise 0.
+
+First write in "motion" one short sentence: who moves, which way relative to ego, where it ends.
+Then give each weight from 0.0 to 1.0 in steps of 0.1; the main source gets 1.0.
+{DATA_NOTICE}"""
+
+
+def _check_weights(data: dict) -> None:
+    ws = [data.get(s) for s in SOURCES]
+    if any(not isinstance(x, (int, float)) or x < 0 or x > 1 for x in ws):
+        raise ValueError("weights must be numbers in [0, 1]")
+    if sum(ws) <= 0:
+        raise ValueError("at least one weight must be positive")
+
+
+def llm_route(query: str, llm, timeout_s: float | None = None) -> RouterResult:
+    """Ask ``llm`` (an `LLMClient`) for the weights. Raises LLMError on any failure."""
+    data = llm.complete_json(ROUTER_SYSTEM, "Query: " + quote_data(query, 300), ROUTER_SCHEMA,
+                             stage="fusion_router", cache_key_parts=(PROMPT_VERSION,),
+                             timeout_s=timeout_s, check=_check_weights, max_tokens=160)
+    weights = {s: float(data[s]) for s in SOURCES}
+    return RouterResult(weights, "llm", None, str(data.get("motion", ""))[:200])
+
+
+def route(query: str, llm=None, timeout_s: float | None = None) -> RouterResult:
+    """Weights for ``query``: the LLM router when ``llm`` is given and works, else the offline
+    router (with a notice saying why when an LLM was given). Never raises for LLM failures."""
+    if llm is None:
+        return offline_route(query)
+    try:
+        return llm_route(query, llm, timeout_s)
+    except LLMError as e:
+        res = offline_route(query)
+        res.notice = f"{e}; used the offline router instead"
+        return res

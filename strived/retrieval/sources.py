@@ -1,0 +1,208 @@
+"""The dense and sparse sources and the router, as plain functions for the engine facade.
+
+    ensure_text_index(library)                  # once after indexing/importing (incremental)
+    route(query, llm=None)                       # RouterResult(weights, source, notice, reasoning)
+    bm25_ranking(library, query)                 # [(video_id, score)]
+    dense_ranking(library, query)                # [(video_id, score, (t0_s, t1_s))]
+
+Rankings are best-first with ties broken by video id. BM25 lists only videos sharing a word with
+the query; dense lists every indexed video (exact search) or the HNSW neighbourhood (large
+libraries). Both work on records-only libraries: their texts come from the records.
+In-memory indexes are cached per process and keyed on the library's text/dense state, so a
+repeated query costs only the search itself.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import SourceUnavailable, StrivedError
+from ..jobs import CancelFn, ProgressFn, check_cancel, report
+from .dense import DenseIndex
+from .router import RouterResult, route  # noqa: F401  (re-exported for the engine)
+from .sparse import DEFAULT_BACKEND, BM25Index
+from .summaries import build_texts, load_summaries, texts_fingerprint
+
+_EMBED_BATCH_SEGMENTS = 256
+
+
+@dataclass
+class TextIndexReport:
+    """What `ensure_text_index` did."""
+
+    texts_built: int = 0
+    texts_fresh: int = 0
+    dense_embedded: int = 0
+    dense_removed: int = 0
+    dense_skipped: dict[str, str] = field(default_factory=dict)   # video_id -> reason
+    embedder: str | None = None
+    dense_kind: str | None = None
+
+
+_lock = threading.Lock()
+_bm25_cache: dict[tuple, BM25Index] = {}
+_dense_cache: dict[tuple, DenseIndex] = {}
+_default_embedder = None
+_query_vecs: "OrderedDict[tuple, np.ndarray]" = OrderedDict()
+_QUERY_CACHE_MAX = 256
+
+
+def get_default_embedder():
+    """The offline default embedder (MiniLM, text of perception), loaded once per process."""
+    global _default_embedder
+    with _lock:
+        if _default_embedder is None:
+            from .embedders import MiniLMTextEmbedder
+            _default_embedder = MiniLMTextEmbedder()
+        return _default_embedder
+
+
+def _dense_key(library, embedder) -> tuple:
+    meta = library.dense_dir / "meta.json"
+    try:
+        mtime = meta.stat().st_mtime_ns
+    except OSError:
+        mtime = None
+    return (str(library.folder), embedder.name, str(embedder.version), mtime)
+
+
+def open_dense_index(library, embedder=None, rebuild: bool = False) -> DenseIndex:
+    """The library's dense index for ``embedder`` (cached). Raises DenseIndexMismatch."""
+    embedder = embedder or get_default_embedder()
+    key = _dense_key(library, embedder)
+    if not rebuild:
+        with _lock:
+            idx = _dense_cache.get(key)
+        if idx is not None:
+            return idx
+    idx = DenseIndex.open(library.dense_dir, embedder, rebuild=rebuild)
+    with _lock:
+        _dense_cache.clear()
+        _dense_cache[_dense_key(library, embedder)] = idx
+    return idx
+
+
+def ensure_text_index(library, embedder=None, progress: ProgressFn = None, cancel: CancelFn = None,
+                      *, dense: bool = True, rebuild_dense: bool = False) -> TextIndexReport:
+    """Bring summaries, segments and (``dense=True``) the dense index up to date.
+
+    Incremental: only videos whose records or captions changed are re-described and re-embedded.
+    Progress stages ``"texts"`` and ``"dense"`` (videos). Cancel is checked per batch; what was
+    embedded before a cancel is saved. Raises DenseIndexMismatch when the index on disk was built
+    by another embedder and ``rebuild_dense`` is False.
+    """
+    r = build_texts(library, progress, cancel)
+    rep = TextIndexReport(texts_built=r.n_built, texts_fresh=r.n_fresh)
+    if not dense:
+        return rep
+    embedder = embedder or get_default_embedder()
+    rep.embedder, rep.dense_kind = embedder.name, embedder.kind
+    idx = open_dense_index(library, embedder, rebuild=rebuild_dense)
+    conn = library.conn
+    stamps = dict(conn.execute("SELECT video_id, updated_at FROM summaries"))
+    for vid in [v for v in list(idx.stamps) if v not in stamps]:
+        idx.remove(vid)
+        rep.dense_removed += 1
+    todo = sorted(v for v, s in stamps.items() if idx.stamps.get(v) != s)
+    videos = {v["id"]: v for v in library.list_videos()} if todo else {}
+    total = len(todo)
+    report(progress, "dense", 0, total)
+    try:
+        i = 0
+        while i < total:
+            check_cancel(cancel)
+            batch, n_seg = [], 0
+            while i < total and (not batch or n_seg < _EMBED_BATCH_SEGMENTS):
+                vid = todo[i]
+                segs = conn.execute("SELECT seg, t0, t1, text FROM segments WHERE video_id=? "
+                                    "ORDER BY seg", (vid,)).fetchall()
+                batch.append((vid, segs))
+                n_seg += len(segs)
+                i += 1
+            if embedder.kind == "text-of-perception":
+                flat = [s for _, segs in batch for s in segs]
+                vecs = embedder.embed_segments(None, flat) if flat else np.zeros((0, embedder.dim))
+                k = 0
+                for vid, segs in batch:
+                    idx.add(vid, [(s[0], s[1], s[2]) for s in segs], vecs[k:k + len(segs)], stamps[vid])
+                    k += len(segs)
+                    rep.dense_embedded += 1
+            else:
+                for vid, segs in batch:
+                    try:
+                        vecs = embedder.embed_segments(videos[vid], segs)
+                    except StrivedError as e:
+                        rep.dense_skipped[vid] = str(e)
+                        continue
+                    idx.add(vid, [(s[0], s[1], s[2]) for s in segs], vecs, stamps[vid])
+                    rep.dense_embedded += 1
+            report(progress, "dense", i, total, item=batch[-1][0])
+    finally:
+        idx.finish_updates()
+        with _lock:
+            _dense_cache.clear()
+            _dense_cache[_dense_key(library, embedder)] = idx
+    return rep
+
+
+def _bm25_index(library, backend: str) -> BM25Index:
+    key = texts_fingerprint(library) + (backend,)
+    with _lock:
+        idx = _bm25_cache.get(key)
+    if idx is None:
+        ids, texts = load_summaries(library)
+        if not ids:
+            raise SourceUnavailable("bm25", "no summaries yet: run ensure_text_index(library) "
+                                            "(`strived index` does it)")
+        idx = BM25Index(ids, texts, backend)
+        with _lock:
+            for k in [k for k in _bm25_cache if k[0] == key[0]]:
+                del _bm25_cache[k]
+            _bm25_cache[key] = idx
+    return idx
+
+
+def bm25_ranking(library, query: str, top_k: int | None = None,
+                 backend: str = DEFAULT_BACKEND) -> list[tuple[str, float]]:
+    """BM25 over the video summaries: [(video_id, score)] for videos sharing a word with
+    ``query``, best first. Raises SourceUnavailable when no summaries exist."""
+    return _bm25_index(library, backend).search(query, top_k)
+
+
+def _query_vector(embedder, query: str) -> np.ndarray:
+    key = (embedder.name, str(embedder.version), query)
+    with _lock:
+        v = _query_vecs.get(key)
+        if v is not None:
+            _query_vecs.move_to_end(key)
+            return v
+    v = embedder.embed_texts([query])[0]
+    with _lock:
+        _query_vecs[key] = v
+        while len(_query_vecs) > _QUERY_CACHE_MAX:
+            _query_vecs.popitem(last=False)
+    return v
+
+
+def dense_ranking(library, query: str, embedder=None, top_k: int | None = None
+                  ) -> list[tuple[str, float, tuple[float, float] | None]]:
+    """Dense retrieval: [(video_id, cosine of the best segment, (t0_s, t1_s) of it)], best first.
+    Raises SourceUnavailable when the index is empty, DenseIndexMismatch for another embedder."""
+    embedder = embedder or get_default_embedder()
+    idx = open_dense_index(library, embedder)
+    if len(idx) == 0:
+        raise SourceUnavailable("dense", f"the dense index ({embedder.name}) is empty: run "
+                                         "ensure_text_index(library)")
+    return idx.search_videos(_query_vector(embedder, query), top_k)
+
+
+def clear_caches() -> None:
+    """Forget in-memory indexes (tests; after deleting a library)."""
+    with _lock:
+        _bm25_cache.clear()
+        _dense_cache.clear()
+        _query_vecs.clear()
