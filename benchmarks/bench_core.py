@@ -114,17 +114,8 @@ def main(argv=None) -> int:
             res = sc.score(rule)
             times.append(time.perf_counter() - t0)
         warm = float(np.median(times))
-        # cold again from the on-disk feature cache (a new process would see this)
-        sc2 = RuleScorer(lib, columns=None)
-        sc2._cols = cols.__class__(cols.video_ids, cols.tracks, cols.ego, cols.track_cls, cols.cls_names,
-                                   cols.track_ids, cols.cache_dir, cols.cache_tag)
-        for s in (sc2._cols.tracks, sc2._cols.ego):
-            s._feat = {k: v for k, v in s._feat.items() if k == ("sample_track",)}
-        t0 = time.perf_counter()
-        sc2.score(rule)
-        disk = time.perf_counter() - t0
-        print(f"score one rule [{name}] over {n} videos: first {cold * 1e3:.0f} ms (computes window features), "
-              f"from disk cache {disk * 1e3:.0f} ms, warm {warm * 1e3:.1f} ms   (target <= 30 ms; paper 254 ms / 583 videos)")
+        print(f"score one rule [{name}] over {n} videos: first {cold * 1e3:.0f} ms (computes and caches the "
+              f"window features), warm {warm * 1e3:.1f} ms   (target <= 30 ms; paper 254 ms / 583 videos)")
 
         sub = lib.video_ids()[: args.naive_subset]
         recs = [lib.get_video(v) for v in sub]
@@ -139,6 +130,22 @@ def main(argv=None) -> int:
               f"(warm), x{per_video_naive * n / cold:,.0f} (first); max |diff| {err:.1e}")
     print(f"peak RSS: {rss_mb():.0f} MB")
     lib.close()
+    # what a new process (the app's next start) sees: memory-mapped column cache + feature files
+    import subprocess
+
+    code = (
+        "import sys, time, json\n"
+        "from strived.store import Library\nfrom strived.rules import RuleScorer, parse_rule\n"
+        "t0=time.perf_counter(); lib=Library.open(sys.argv[1]); t1=time.perf_counter()\n"
+        "sc=RuleScorer(lib); sc.columns; t2=time.perf_counter()\n"
+        "r=parse_rule(json.loads(sys.argv[2])); sc.score(r); t3=time.perf_counter(); sc.score(r); t4=time.perf_counter()\n"
+        "print(f'new process: open {1e3*(t1-t0):.0f} ms, columns from cache {1e3*(t2-t1):.0f} ms, first score "
+        "(features from disk) {1e3*(t3-t2):.0f} ms, warm {1e3*(t4-t3):.1f} ms')\n")
+    import json
+
+    out = subprocess.run([sys.executable, "-c", code, str(folder), json.dumps(RULE)], capture_output=True,
+                         text=True, cwd=Path(__file__).resolve().parents[1])
+    print(out.stdout.strip() or out.stderr.strip())
     if not args.keep:
         shutil.rmtree(folder, ignore_errors=True)
     return 0

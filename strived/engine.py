@@ -152,7 +152,7 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
     notices: list[str] = []
     rankings: dict[str, list[str]] = {}
     scores: dict[str, dict[str, float]] = {}
-    spans: dict[str, tuple[float, float]] = {}
+    dense_spans: dict[str, tuple[float, float]] = {}  # best-matching segment per video
     peaks: dict[str, int] = {}
     match: dict = {}
     rule_obj: Rule | None = None
@@ -198,9 +198,7 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
             rankings[name] = [r[0] for r in out]
             scores[name] = {r[0]: float(r[1]) for r in out}
             if name == "dense":
-                for r in out:
-                    if len(r) > 2 and r[2] is not None and r[0] not in spans:
-                        spans.setdefault(("dense", r[0]), tuple(r[2]))  # type: ignore[arg-type]
+                dense_spans = {r[0]: tuple(r[2]) for r in out if len(r) > 2 and r[2] is not None}
         except StrivedError as e:  # a source that cannot run is left out, loudly
             notices.append(f"{name} source skipped: {e}")
         timings[name] = (time.perf_counter() - t0) * 1e3
@@ -242,15 +240,18 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
             except KeyError:
                 span = None
         if span is None:
-            span = spans.get(("dense", vid))  # type: ignore[call-overload]
+            span = dense_spans.get(vid)
         per_source = {s: {"rank": pos[s].get(vid), "score": scores[s].get(vid),
                           "weight": w_used[s],
                           "contribution": (w_used[s] / (rrf_k + pos[s][vid])) if vid in pos[s] else 0.0}
                       for s in used}
         if vids_meta is None:
             ids = [v for v, _ in fused]
-            vids_meta = dict(library.conn.execute(
-                f"SELECT id, path FROM videos WHERE id IN ({','.join('?' * len(ids))})", ids).fetchall())
+            if len(ids) <= 500:
+                vids_meta = dict(library.conn.execute(
+                    f"SELECT id, path FROM videos WHERE id IN ({','.join('?' * len(ids))})", ids).fetchall())
+            else:
+                vids_meta = dict(library.conn.execute("SELECT id, path FROM videos").fetchall())
         hits.append(SearchHit(rank=k, video_id=vid, path=vids_meta.get(vid), score=float(sc),
                               span_s=span, per_source=per_source, peak_track=peaks.get(vid)))
     timings["spans"] = (time.perf_counter() - t0) * 1e3

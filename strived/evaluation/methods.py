@@ -33,11 +33,10 @@ def _cv_libraries(ctx: EvalContext):
         return ctx.cache["cv_libs"]
     from ..rulelib.calibrate import calibrate_library
     from ..rulelib.crossval import make_folds
-    from ..rulelib.weak_labels import labels_from_benchmark
 
     scorer = scorer_for(ctx.library)
     vids = [v for v in scorer.video_ids if v in set(ctx.bench.item_ids)]
-    labels = labels_from_benchmark(ctx.bench.folder, videos=vids)
+    labels = labels_from_queries(ctx.bench, vids)
     folds = make_folds(vids, ctx.cv_folds)
     libs = []
     for fold in folds:
@@ -46,6 +45,27 @@ def _cv_libraries(ctx: EvalContext):
         libs.append((set(fold), lib))
     ctx.cache["cv_libs"] = libs
     return libs
+
+
+def labels_from_queries(bench, videos: list[str]):
+    """Weak labels for cross-fitting from any benchmark folder: each query's relevant items are
+    positives of the library event its ``event`` key names, or, when that is not a library event,
+    of the event the offline matcher assigns to the query text; ``ambiguous`` items are ignored."""
+    from ..rulelib.library import load_default_library
+    from ..rulelib.matcher import match_offline
+    from ..rulelib.weak_labels import WeakLabels
+
+    lib = load_default_library(calibrated=False)
+    pos: dict[str, set[str]] = {}
+    ign: dict[str, set[str]] = {}
+    for q in bench.queries:
+        ev = q.event if q.event in lib.entries else match_offline(q.text, lib).event
+        if ev not in lib.entries:
+            continue
+        pos.setdefault(ev, set()).update(q.relevant)
+        ign.setdefault(ev, set()).update(q.ambiguous)
+    ign = {e: s - pos.get(e, set()) for e, s in ign.items()}
+    return WeakLabels(list(videos), pos, ign, {}, [f"benchmark queries:{bench.name}"])
 
 
 def _transform(rule_d: dict, no_gates: bool, no_entity: bool) -> dict:

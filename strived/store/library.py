@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import LibraryError, LibraryLockedError, LibraryVersionError
 from ..records import EGO_FIELDS, OBJECT_FIELDS, Track, VideoInfo, VideoRecords
-from .schema import INDEXES, SCHEMA_VERSION, TABLES, VIDEO_CHILD_TABLES
+from .schema import INDEXES, MIGRATIONS, SCHEMA_VERSION, TABLES, VIDEO_CHILD_TABLES
 
 DB_NAME = "library.sqlite"
 
@@ -46,12 +46,19 @@ class Library:
     """A STRIVE-D library folder. Use `Library.open(folder, create=True)`."""
 
     def __init__(self, folder: Path, conn: sqlite3.Connection):
-        import sqlite_utils
-
         self.folder = folder
         self.conn = conn
-        self.db = sqlite_utils.Database(conn)
-        self._columns = None  # lazily built TrackColumns, keyed by content version
+        self._db = None
+        self._depth = 0
+
+    @property
+    def db(self):
+        """The sqlite-utils view of the database (imported on first use: it is slow to import)."""
+        if self._db is None:
+            import sqlite_utils
+
+            self._db = sqlite_utils.Database(self.conn)
+        return self._db
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
@@ -100,15 +107,19 @@ class Library:
         c.execute("PRAGMA journal_mode=WAL")
         c.execute("PRAGMA synchronous=NORMAL")
         c.execute("PRAGMA foreign_keys=ON")
-        tables = set(self.db.table_names())
+        tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if "meta" in tables:
             row = c.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
             found = int(json.loads(row[0])) if row else 0
-            if found != SCHEMA_VERSION:
+            if found < SCHEMA_VERSION and all(v in MIGRATIONS for v in range(found, SCHEMA_VERSION)):
+                self._migrate(found)
+            elif found != SCHEMA_VERSION:
                 raise LibraryVersionError(str(self.folder), found, SCHEMA_VERSION)
+            if set(TABLES) <= tables:
+                return  # the common case: nothing to create, and no sqlite-utils import
         elif tables:
             raise LibraryError(f"{self.folder / DB_NAME} is an SQLite file but not a STRIVE-D library")
-        with self.db.atomic():
+        with self.transaction():
             for name, (cols, opts) in TABLES.items():
                 if name not in tables:
                     self.db[name].create(cols, pk=opts["pk"])
@@ -118,6 +129,13 @@ class Library:
                 self._meta_put("schema_version", SCHEMA_VERSION)
                 self._meta_put("created_at", _now())
                 self._meta_put("content_version", 0)
+
+    def _migrate(self, found: int) -> None:
+        for v in range(found, SCHEMA_VERSION):
+            with self.transaction():
+                for stmt in MIGRATIONS[v]:
+                    self.conn.execute(stmt)
+                self._meta_put("schema_version", v + 1)
 
     def close(self) -> None:
         try:
@@ -145,10 +163,36 @@ class Library:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator["Library"]:
-        """One SQLite transaction (nested calls become savepoints); rollback on any error."""
+        """One SQLite write transaction (nested calls become savepoints); rollback on any error.
+        The write lock is taken at the start (BEGIN IMMEDIATE), so a busy library fails early with
+        LibraryLockedError instead of half-way through."""
+        c = self.conn
         try:
-            with self.db.atomic():
-                yield self
+            if c.in_transaction:
+                sp = f"sp{id(self)}_{self._depth}"
+                self._depth += 1
+                c.execute(f"SAVEPOINT {sp}")
+                try:
+                    yield self
+                except BaseException:
+                    if c.in_transaction:
+                        c.execute(f"ROLLBACK TO SAVEPOINT {sp}")
+                        c.execute(f"RELEASE SAVEPOINT {sp}")
+                    raise
+                else:
+                    c.execute(f"RELEASE SAVEPOINT {sp}")
+                finally:
+                    self._depth -= 1
+            else:
+                c.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self
+                except BaseException:
+                    if c.in_transaction:
+                        c.execute("ROLLBACK")
+                    raise
+                else:
+                    c.execute("COMMIT")
         except sqlite3.OperationalError as e:
             if _locked(e):
                 raise LibraryLockedError(str(self.folder)) from None

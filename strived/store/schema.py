@@ -6,7 +6,13 @@ size of a row per object-frame. Bump SCHEMA_VERSION with every change and add a 
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+# In-place upgrades: MIGRATIONS[v] lists the statements that take a version-v library to v + 1.
+# Each runs in one transaction with the version bump, so an interrupted upgrade changes nothing.
+MIGRATIONS: dict[int, list[str]] = {
+    1: ["ALTER TABLE videos ADD COLUMN rev INTEGER", "ALTER TABLE summaries ADD COLUMN rev INTEGER"],
+}
 
 TABLES: dict[str, tuple[dict, dict]] = {
     # name: (columns, options)

@@ -125,3 +125,30 @@ def test_feature_cache_is_incremental(tmp_path, bench_records, monkeypatch):
     assert seen and max(seen) == n_new
     ref = RuleScorer.from_records(bench_records[:13]).score(rule).scores
     np.testing.assert_allclose(got, ref, atol=1e-12)
+
+
+def test_version_1_library_is_upgraded_in_place(tmp_path):
+    lib = Library.open(tmp_path / "lib", create=True)
+    lib.add_video(synth_video("a", seed=1))
+    # make it look like a version-1 library (before the rev columns existed)
+    lib.conn.execute("ALTER TABLE videos DROP COLUMN rev")
+    lib.conn.execute("ALTER TABLE summaries DROP COLUMN rev")
+    lib.meta_set("schema_version", 1)
+    lib.close()
+    lib = Library.open(tmp_path / "lib")
+    assert lib.meta_get("schema_version") == SCHEMA_VERSION
+    cols = [r[1] for r in lib.conn.execute("PRAGMA table_info(videos)")]
+    assert "rev" in cols and lib.video_ids() == ["a"]
+    lib.add_video(synth_video("b", seed=2))
+    assert lib.video_ids() == ["a", "b"]
+
+
+def test_nested_transaction_rolls_back_inner_only(tmp_path):
+    lib = Library.open(tmp_path / "lib", create=True)
+    with lib.transaction():
+        lib.add_video(synth_video("a", seed=1))
+        with pytest.raises(RuntimeError):
+            with lib.transaction():
+                lib.add_video(synth_video("b", seed=2))
+                raise RuntimeError("boom")
+    assert lib.video_ids() == ["a"]

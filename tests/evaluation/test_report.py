@@ -136,3 +136,48 @@ def test_parse_core_and_paper_scaling():
     naive = next(x for x in rows if x["name"].startswith("rule scoring, warm"))
     assert naive["reference"] == pytest.approx(117000) and naive["ratio"] == pytest.approx(117000 / 4.0)
     assert R.parse_core("something else entirely") == {}
+
+
+RETRIEVAL_OUT = """
+## BM25 (per query, median ms; index build s)
+    docs   bm25s q  rank_bm25 q  bm25s build  rank_bm25 build agree
+    1000      0.22         1.51         0.31             0.04 True
+   10000      0.50        22.62         0.84             0.42 False
+## Dense (384-d, 5 segments/video; per query, median ms)
+  videos    rows    exact     hnsw  recall@10  hnsw build s
+    1000    5000    12.37     3.43      1.000           1.9
+## Router (per query, median ms)
+offline router: 0.015 ms
+LLM router, cached answer (repeat query; server down): 0.091 ms
+## Query embedding (MiniLM, CPU, uncached): 227.0 ms
+## Whole no-LLM search at 1000 videos (router + bm25s + dense + weighted RRF)
+mode: dense exact over 5000 segments
+search (excluding query embedding and rule scoring): 16.2 ms
+"""
+
+APP_OUT = """seek 720p kr.mp4 {'cold': {'median_ms': 49.1, 'p95_ms': 375.8, 'max_ms': 459.0}, 'after_scan': {'median_ms': 12.2, 'p95_ms': 20.1, 'max_ms': 23.9}}
+cold start 1000 videos: process wall 2.63 s; ready_s 2.085 videos lib1000
+searching 1000 videos (0.48 s): {'ticks': 53, 'p50_ms': 0.0, 'p99_ms': 34.4, 'max_ms': 37.0}
+indexing 3 clips (26.7 s): {'ticks': 4434, 'p50_ms': 0.0, 'p99_ms': 62.0, 'max_ms': 616.0}
+"""
+
+
+def test_parse_retrieval_and_app_into_ratios():
+    f = R.parse_retrieval(RETRIEVAL_OUT)
+    assert [b["docs"] for b in f["bm25"]] == [1000, 10000] and f["bm25"][1]["agree"] is False
+    assert f["dense"] == [{"videos": 1000, "rows": 5000, "exact_ms": 12.37, "hnsw_ms": 3.43, "recall_at_10": 1.0,
+                           "hnsw_build_s": 1.9}]
+    assert f["query_embedding_ms"] == 227.0 and f["router_offline_ms"] == 0.015
+    assert f["whole"] == [{"videos": 1000, "search_ms": 16.2, "dense_mode": "exact"}]
+    a = R.parse_app(APP_OUT)
+    assert a["seek"]["after_scan"]["median_ms"] == 12.2 and a["cold_start"] == {"videos": 1000, "wall_s": 2.63}
+    rows = {r["name"]: r for r in R.bench_ratios({"benchmarks": {"retrieval": {"figures": f},
+                                                                 "app": {"figures": a}}})}
+    assert rows["BM25 query, bm25s vs rank_bm25, 10000 docs"]["note"] == "RANKINGS DIFFER"
+    dense = rows["dense per query, 1000 videos"]
+    assert dense["value"] == pytest.approx(3.43 + 227.0) and R.fmt_ratio(dense).endswith("slower")
+    whole = rows["whole offline query, 1000 videos"]
+    assert whole["value"] == pytest.approx(16.2 + 227.0) and "rule scoring not measured" in \
+        rows["retrieval branches per query, 1000 videos"]["note"]
+    assert R.fmt_ratio(rows["UI stall p99 while indexing"]).startswith("misses target")
+    assert R.fmt_ratio(rows["UI stall p99 while searching"]) == "meets target"

@@ -1,0 +1,36 @@
+"""`strived bench`: run the speed benchmarks in one go and print ratios (fast path vs reference,
+latency vs the paper's, throughput, memory)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def register(sub) -> None:
+    p = sub.add_parser("bench", help="run the speed benchmarks (benchmarks/bench_*.py) and print ratios",
+                       description="Runs the repository's benchmark scripts as subprocesses and prints each "
+                                   "fast path vs its reference and each latency vs the paper's.")
+    p.add_argument("--only", default=None,
+                   help="comma-separated subset of core,perception,retrieval,calibration,app (default: all)")
+    p.add_argument("--quick", action="store_true", help="small sizes (about a minute or two per benchmark)")
+    p.add_argument("--json", dest="json_out", default=None, help="write every figure and ratio here")
+    p.add_argument("--benchmarks", default=None,
+                   help="folder holding bench_*.py (default: the checkout's benchmarks/, or $STRIVED_BENCHMARKS)")
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds allowed per benchmark (default 1800)")
+    p.set_defaults(func=cmd_bench)
+
+
+def cmd_bench(args) -> int:
+    from ..evaluation.report import format_bench, parse_only, run_benchmarks
+
+    names = parse_only(args.only)
+    res = run_benchmarks(names, quick=args.quick, bench_dir=Path(args.benchmarks) if args.benchmarks else None,
+                         timeout_s=args.timeout, echo=lambda s: print(s, file=sys.stderr, flush=True))
+    print(format_bench(res))
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(res, indent=2) + "\n")
+        print(f"wrote {args.json_out}", file=sys.stderr)
+    bad = [n for n, r in res["benchmarks"].items() if r["status"] in ("failed", "timeout")]
+    return 1 if bad else 0
