@@ -41,6 +41,7 @@ class TextIndexReport:
     dense_skipped: dict[str, str] = field(default_factory=dict)   # video_id -> reason
     embedder: str | None = None
     dense_kind: str | None = None
+    dense_unavailable: str | None = None  # why no dense index could be built (embedder missing)
 
 
 _lock = threading.Lock()
@@ -101,6 +102,14 @@ def ensure_text_index(library, embedder=None, progress: ProgressFn = None, cance
         return rep
     embedder = embedder or get_default_embedder()
     rep.embedder, rep.dense_kind = embedder.name, embedder.kind
+    if hasattr(embedder, "_load"):
+        from .embedders import EmbedderError
+
+        try:
+            embedder._load()  # a build without the embedder (e.g. the lite bundle) keeps BM25 and rules
+        except EmbedderError as e:
+            rep.dense_unavailable = str(e)
+            return rep
     idx = open_dense_index(library, embedder, rebuild=rebuild_dense)
     conn = library.conn
     stamps = dict(conn.execute("SELECT video_id, updated_at FROM summaries"))
@@ -195,8 +204,15 @@ def dense_ranking(library, query: str, embedder=None, top_k: int | None = None
     embedder = embedder or get_default_embedder()
     idx = open_dense_index(library, embedder)
     if len(idx) == 0:
-        raise SourceUnavailable("dense", f"the dense index ({embedder.name}) is empty: run "
-                                         "ensure_text_index(library)")
+        from .embedders import EmbedderError
+
+        if hasattr(embedder, "_load"):
+            try:
+                embedder._load()
+            except EmbedderError as e:
+                raise SourceUnavailable("dense", str(e)) from None
+        raise SourceUnavailable("dense", f"the dense index ({embedder.name}) is empty: index or "
+                                         "import videos (it is built with the BM25 texts)")
     return idx.search_videos(_query_vector(embedder, query), top_k)
 
 

@@ -1,0 +1,27 @@
+"""A build without the text embedder (e.g. the lite bundle) keeps BM25 and rules working."""
+
+import pytest
+
+from strived.errors import SourceUnavailable
+from strived.retrieval import sources
+from strived.retrieval.embedders import EmbedderError
+from strived.sample import sample_scenarios
+from strived.store import Library
+
+
+class MissingEmbedder:
+    name, kind, version, dim = "missing", "text-of-perception", "0", 384
+
+    def _load(self):
+        raise EmbedderError("the offline text embedder is not installed")
+
+
+def test_text_index_without_embedder(tmp_path):
+    lib = Library.open(tmp_path / "lib", create=True)
+    lib.add_videos(sample_scenarios())
+    rep = sources.ensure_text_index(lib, embedder=MissingEmbedder())
+    assert rep.texts_built == 6 and "not installed" in rep.dense_unavailable
+    assert sources.bm25_ranking(lib, "pedestrian crosses")  # BM25 still answers
+    with pytest.raises(SourceUnavailable, match="not installed"):
+        sources.dense_ranking(lib, "pedestrian crosses", embedder=MissingEmbedder())
+    sources.clear_caches()
