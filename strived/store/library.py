@@ -133,8 +133,10 @@ class Library:
     def _migrate(self, found: int) -> None:
         for v in range(found, SCHEMA_VERSION):
             with self.transaction():
-                for stmt in MIGRATIONS[v]:
-                    self.conn.execute(stmt)
+                for table, column, typ in MIGRATIONS[v]:
+                    have = {r[1] for r in self.conn.execute(f"PRAGMA table_info({table})")}
+                    if column not in have:
+                        self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {typ}")
                 self._meta_put("schema_version", v + 1)
 
     def close(self) -> None:
@@ -291,8 +293,9 @@ class Library:
             out.append(d)
         return out
 
-    def get_video(self, video_id: str) -> VideoRecords:
-        """Rebuild a video's records. Raises KeyError if absent."""
+    def get_video(self, video_id: str, track_ids=None) -> VideoRecords:
+        """Rebuild a video's records; ``track_ids`` limits the tracks read (None = all; the
+        result lists get only those). Raises KeyError if absent."""
         r = self.conn.execute(
             "SELECT id, path, fps, n_frames, width, height, source, frame_idx, t, ego_speed, "
             "ego_yaw_rate, ego_accel, attrs FROM videos WHERE id=?", (video_id,)).fetchone()
@@ -302,9 +305,14 @@ class Library:
                          source=r[6], attrs=json.loads(r[12]) if r[12] else {})
         ego = {k: _arr(b, np.float64).copy() for k, b in zip(EGO_FIELDS, r[9:12])}
         tracks = []
-        for tr in self.conn.execute(
-                "SELECT track, cls, pos, distance, loc_x, loc_z, lane_rel, bbox_area, score, bbox, attrs "
-                "FROM tracks WHERE video_id=? ORDER BY track", (video_id,)):
+        sql = ("SELECT track, cls, pos, distance, loc_x, loc_z, lane_rel, bbox_area, score, bbox, attrs "
+               "FROM tracks WHERE video_id=?")
+        args: list = [video_id]
+        if track_ids is not None:
+            ids = [int(t) for t in track_ids]
+            sql += f" AND track IN ({','.join('?' * len(ids))})"
+            args += ids
+        for tr in self.conn.execute(sql + " ORDER BY track", args):
             bbox = None if tr[9] is None else _arr(tr[9], np.float32).reshape(-1, 4).copy()
             tracks.append(Track(track_id=tr[0], cls=tr[1], pos=_arr(tr[2], np.int32).copy(),
                                 fields={f: _arr(b, np.float32).copy() for f, b in zip(OBJECT_FIELDS, tr[3:9])},

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 SCHEMA_VERSION = 2
 
-# In-place upgrades: MIGRATIONS[v] lists the statements that take a version-v library to v + 1.
-# Each runs in one transaction with the version bump, so an interrupted upgrade changes nothing.
-MIGRATIONS: dict[int, list[str]] = {
-    1: ["ALTER TABLE videos ADD COLUMN rev INTEGER", "ALTER TABLE summaries ADD COLUMN rev INTEGER"],
+# In-place upgrades: MIGRATIONS[v] lists the (table, column, type) additions that take a version-v
+# library to v + 1 (a column already present is left alone). Each step runs in one transaction with
+# the version bump, so an interrupted upgrade changes nothing.
+MIGRATIONS: dict[int, list[tuple[str, str, str]]] = {
+    1: [("videos", "rev", "INTEGER"), ("summaries", "rev", "INTEGER")],
 }
 
 TABLES: dict[str, tuple[dict, dict]] = {

@@ -181,3 +181,12 @@ def test_empty_corpus_and_no_candidates():
     r = parse_rule({"entity": {"class_filter": ["tram"]}, "soft_scores": [
         {"type": "temporal_change", "field": "loc_x", "window_seconds": 2, "magnitude": 1}]})
     assert RuleScorer.from_records(recs).score(r).scores.tolist() == [0.0]
+
+
+def test_peak_span_without_peak_track_is_none(bench_records):
+    rule = parse_rule(hand_rule("cut_in_right"))
+    assert peak_span(bench_records[0], rule, None) is None
+    assert peak_span(bench_records[0], rule, -1) is None
+    ego = parse_rule(hand_rule("ego_brake"))
+    span = peak_span(bench_records[0], ego, None)  # ego rules need no track
+    assert span is None or span[0] <= span[1]

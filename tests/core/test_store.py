@@ -152,3 +152,13 @@ def test_nested_transaction_rolls_back_inner_only(tmp_path):
                 lib.add_video(synth_video("b", seed=2))
                 raise RuntimeError("boom")
     assert lib.video_ids() == ["a"]
+
+
+def test_migration_tolerates_columns_already_present(tmp_path):
+    """Libraries written between the rev columns and the version bump already have them."""
+    lib = Library.open(tmp_path / "lib", create=True)
+    lib.add_video(synth_video("a", seed=1))
+    lib.meta_set("schema_version", 1)
+    lib.close()
+    lib = Library.open(tmp_path / "lib")
+    assert lib.meta_get("schema_version") == SCHEMA_VERSION and lib.video_ids() == ["a"]
