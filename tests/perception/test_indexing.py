@@ -132,3 +132,33 @@ def test_cli_index_command(tmp_path, make_video, capsys):
     assert rc == 1 and "1 indexed" in out and "FAILED" in err and "empty file" in err
     with Library.open(tmp_path / "lib") as lib2:
         assert lib2.video_ids() == ["a"]
+
+
+def test_full_disk_stops_cleanly_and_the_next_run_resumes(tmp_path, make_video, fake_detector, lib, monkeypatch):
+    """A full disk while writing video b: a clear LibraryError, nothing half-written, and the next
+    run (disk freed) indexes b and c without redoing a."""
+    import sqlite3
+
+    from strived.errors import LibraryError
+
+    src = tmp_path / "v"
+    src.mkdir()
+    for name in ("a", "b", "c"):
+        make_video(src / f"{name}.mp4", n_frames=20)
+    real_add = Library.add_video
+
+    def add_video(self, rec, replace=True):
+        if rec.info.id == "b":
+            raise sqlite3.OperationalError("database or disk is full")
+        return real_add(self, rec, replace=replace)
+    monkeypatch.setattr(Library, "add_video", add_video)
+    with pytest.raises(LibraryError, match="disk is full"):
+        index_folder(src, lib, detector=fake_detector)
+    assert lib.video_ids() == ["a"]
+    assert lib.conn.execute("SELECT COUNT(*) FROM tracks WHERE video_id='b'").fetchone()[0] == 0
+    statuses = dict(lib.conn.execute("SELECT video_id, status FROM files").fetchall())
+    assert statuses["a"] == "done" and statuses["b"] == "running"
+    monkeypatch.setattr(Library, "add_video", real_add)
+    rep = index_folder(src, lib, detector=fake_detector)
+    assert rep.indexed == ["b", "c"] and rep.unchanged == 1
+    assert lib.video_ids() == ["a", "b", "c"]
