@@ -35,9 +35,9 @@ def index_job(folder: str, library_folder: str, *, sample_fps: float, device: st
         rep = index_folder(folder, lib, sample_fps=sample_fps, device=device, progress=progress,
                            cancel=cancel)
         if not rep.cancelled and len(lib):
-            from strived.retrieval.sources import ensure_text_index
+            from strived.engine import build_text_index
 
-            ensure_text_index(lib, progress=progress, cancel=cancel)   # BM25 + dense, incremental
+            build_text_index(lib, progress=progress, cancel=cancel)  # BM25, dense, rule features
         return rep
     finally:
         lib.close()

@@ -131,13 +131,41 @@ def route_weights(query: str, llm=None) -> tuple[dict[str, float], str, str | No
 
 
 def build_text_index(library, progress: ProgressFn = None, cancel: CancelFn = None) -> str | None:
-    """Build/refresh the dense and BM25 indexes of a library. Returns a notice when unavailable."""
+    """Bring a library's search indexes up to date after videos were added (incremental): the
+    BM25 texts and dense index, then the rule features of every calibrated library rule (so the
+    first search of each event needs no feature computation). Returns a notice when a part is
+    unavailable."""
+    note = None
     try:
         from .retrieval.sources import ensure_text_index
     except ImportError as e:
-        return f"dense/BM25 indexing unavailable ({e})"
-    ensure_text_index(library, progress=progress, cancel=cancel)
-    return None
+        note = f"dense/BM25 indexing unavailable ({e})"
+    else:
+        rep = ensure_text_index(library, progress=progress, cancel=cancel)
+        if rep.dense_unavailable:
+            note = f"dense retrieval unavailable: {rep.dense_unavailable}"
+    warm_rule_features(library, progress=progress, cancel=cancel)
+    return note
+
+
+def warm_rule_features(library, progress: ProgressFn = None, cancel: CancelFn = None) -> int:
+    """Score every rule of the shipped library once, which computes and caches (on disk, per video)
+    the window features they read. Returns the number of rules scored."""
+    try:
+        from .rulelib.library import load_default_library
+    except ImportError:
+        return 0
+    if len(library) == 0:
+        return 0
+    rules = load_default_library()
+    keys = list(rules.keys())
+    scorer = scorer_for(library)
+    for k, key in enumerate(keys):
+        check_cancel(cancel)
+        report(progress, "features", k, len(keys), item=key)
+        scorer.score(rules.rule(key))
+    report(progress, "features", len(keys), len(keys))
+    return len(keys)
 
 
 _span_memos: "weakref.WeakKeyDictionary[Any, tuple[int, OrderedDict]]" = weakref.WeakKeyDictionary()

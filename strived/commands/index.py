@@ -74,6 +74,12 @@ def run(args) -> int:
     try:
         rep = index_folder(args.folder, lib, sample_fps=args.fps, detector=args.detector, device=args.device,
                            progress=bar, retry_failed=args.retry_failed, ray_address=args.ray)
+        if not rep.cancelled and len(lib):
+            from ..engine import build_text_index
+
+            note = build_text_index(lib)  # BM25 texts, dense index, rule features (incremental)
+            if note:
+                print(f"note: {note}", file=sys.stderr)
     except KeyboardInterrupt:
         if bar:
             bar.done()

@@ -57,6 +57,10 @@ def test_search_json_and_empty_library(tmp_path, bench_dev, capsys):
     assert "no STRIVE-D library" in capsys.readouterr().err
     assert main(["import", str(bench_dev / "records"), "-L", str(lib)]) == 0
     capsys.readouterr()
+    from strived.store import Library
+    with Library.open(lib) as L:  # import built the search indexes: texts and rule features
+        assert L.conn.execute("SELECT COUNT(*) FROM summaries").fetchone()[0] == 47
+        assert any(p.name.startswith("feat-") for p in L.cache_dir.iterdir())
     assert main(["search", "we make a left turn", "-L", str(lib), "--event", "ego_turn_left", "--sources", "rule",
                  "--json", "--top", "3"]) == 0
     out = json.loads(capsys.readouterr().out)
