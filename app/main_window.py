@@ -25,14 +25,16 @@ from .workers import JobQueue, Worker
 
 
 def index_job(folder: str, library_folder: str, *, sample_fps: float, device: str,
-              progress=None, cancel=None):
+              detector_path: str = "", progress=None, cancel=None):
     """Indexing on its own library connection (the UI keeps reading on its own)."""
     from strived.indexing.job import index_folder
+    from strived.perception.detect import detector_spec_for_path
     from strived.store.library import Library
 
     lib = Library.open(library_folder)
     try:
-        rep = index_folder(folder, lib, sample_fps=sample_fps, device=device, progress=progress,
+        rep = index_folder(folder, lib, sample_fps=sample_fps, device=device,
+                           detector=detector_spec_for_path(detector_path), progress=progress,
                            cancel=cancel)
         if not rep.cancelled and len(lib):
             from strived.engine import build_text_index
@@ -277,7 +279,8 @@ class MainWindow(QMainWindow):
         self.index_dock.show()
         self.index_panel.start(folder, resumed)
         w = Worker(index_job, folder, self.library_path, sample_fps=self.settings.sample_fps,
-                   device=self.settings.device, min_interval_s=0.1, name="index")
+                   device=self.settings.device, detector_path=self.settings.detector_dir,
+                   min_interval_s=0.1, name="index")
         w.signals.progressed.connect(self.index_panel.on_progress)
         w.signals.progressed.connect(self._on_index_progressed)
         w.signals.finished.connect(self._on_index_finished)

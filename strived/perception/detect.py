@@ -461,6 +461,20 @@ def resolve_device(device: str, backend: str) -> str:
 DETECTOR_SPECS = ("yolov3-tiny", "onnx:PATH", "hf:DIR")
 
 
+def detector_spec_for_path(path: str | None) -> str:
+    """The detector spec for a model path a user picked: none -> the embedded YOLOv3-tiny, an
+    ``.onnx`` file -> ``onnx:PATH``, a folder (transformers checkpoint) -> ``hf:DIR``."""
+    import os
+
+    if not path:
+        return "yolov3-tiny"
+    if os.path.isdir(path):
+        return f"hf:{path}"
+    if path.lower().endswith(".onnx"):
+        return f"onnx:{path}"
+    raise DetectorError(f"detector model {path!r}: expected an .onnx file or a transformers model folder")
+
+
 def make_detector(spec: str | None = "yolov3-tiny", device: str = "auto", **kwargs) -> Detector:
     """Build a detector from a spec string: ``yolov3-tiny``, ``onnx:PATH`` or ``hf:DIR``."""
     spec = spec or "yolov3-tiny"

@@ -152,3 +152,14 @@ def test_hf_tiny_yolos_from_local_folder(tmp_path):
         assert (o[:, [0, 2]] <= 63.001).all() and (o[:, [1, 3]] <= 47.001).all()
     with pytest.raises(DetectorError, match="config.json"):
         make_detector(f"hf:{tmp_path / 'missing'}")
+
+
+def test_detector_spec_for_a_user_model_path(tmp_path):
+    from strived.perception.detect import DetectorError, detector_spec_for_path
+
+    assert detector_spec_for_path("") == "yolov3-tiny"
+    (tmp_path / "m.onnx").write_bytes(b"")
+    assert detector_spec_for_path(str(tmp_path / "m.onnx")) == f"onnx:{tmp_path / 'm.onnx'}"
+    assert detector_spec_for_path(str(tmp_path)) == f"hf:{tmp_path}"
+    with pytest.raises(DetectorError, match="onnx file or a transformers model folder"):
+        detector_spec_for_path(str(tmp_path / "weights.bin"))
