@@ -25,7 +25,7 @@ from .workers import JobQueue, Worker
 
 
 def index_job(folder: str, library_folder: str, *, sample_fps: float, device: str,
-              detector_path: str = "", progress=None, cancel=None):
+              detector_path: str = "", embedder_dir: str = "", progress=None, cancel=None):
     """Indexing on its own library connection (the UI keeps reading on its own)."""
     from strived.indexing.job import index_folder
     from strived.perception.detect import detector_spec_for_path
@@ -38,7 +38,9 @@ def index_job(folder: str, library_folder: str, *, sample_fps: float, device: st
                            cancel=cancel)
         if not rep.cancelled and len(lib):
             from strived.engine import build_text_index
+            from strived.retrieval.sources import set_library_embedder
 
+            set_library_embedder(lib, embedder_dir or None)  # a changed choice rebuilds the dense index
             build_text_index(lib, progress=progress, cancel=cancel)  # BM25, dense, rule features
         return rep
     finally:
@@ -280,7 +282,7 @@ class MainWindow(QMainWindow):
         self.index_panel.start(folder, resumed)
         w = Worker(index_job, folder, self.library_path, sample_fps=self.settings.sample_fps,
                    device=self.settings.device, detector_path=self.settings.detector_dir,
-                   min_interval_s=0.1, name="index")
+                   embedder_dir=self.settings.embedder_dir, min_interval_s=0.1, name="index")
         w.signals.progressed.connect(self.index_panel.on_progress)
         w.signals.progressed.connect(self._on_index_progressed)
         w.signals.finished.connect(self._on_index_finished)

@@ -48,6 +48,7 @@ _lock = threading.Lock()
 _bm25_cache: dict[tuple, BM25Index] = {}
 _dense_cache: dict[tuple, DenseIndex] = {}
 _default_embedder = None
+_hf_embedders: dict[tuple, object] = {}
 _query_vecs: "OrderedDict[tuple, np.ndarray]" = OrderedDict()
 _QUERY_CACHE_MAX = 256
 
@@ -62,6 +63,40 @@ def get_default_embedder():
         return _default_embedder
 
 
+LIBRARY_EMBEDDER_KEY = "dense_embedder"  # library meta: {"model_dir": str | None}
+
+
+def library_embedder(library):
+    """The embedder this library's dense index uses: the offline default (MiniLM over text of
+    perception) unless the user chose a vision-language model directory for it
+    (`set_library_embedder`). Raises EmbedderError when that directory cannot be used."""
+    choice = library.meta_get(LIBRARY_EMBEDDER_KEY) or {}
+    model_dir = choice.get("model_dir")
+    if not model_dir:
+        return get_default_embedder()
+    from .embedders import HFVisionLanguageEmbedder
+
+    key = ("hf", str(model_dir))
+    with _lock:
+        emb = _hf_embedders.get(key)
+    if emb is None:
+        emb = HFVisionLanguageEmbedder(model_dir)
+        with _lock:
+            _hf_embedders[key] = emb
+    return emb
+
+
+def set_library_embedder(library, model_dir: str | None) -> bool:
+    """Choose the library's dense embedder (None/"" = the offline default). Returns True when the
+    choice changed, in which case the next `ensure_text_index` rebuilds the dense index."""
+    model_dir = str(model_dir) if model_dir else None
+    current = (library.meta_get(LIBRARY_EMBEDDER_KEY) or {}).get("model_dir")
+    if current == model_dir:
+        return False
+    library.meta_set(LIBRARY_EMBEDDER_KEY, {"model_dir": model_dir, "rebuild": True})
+    return True
+
+
 def _dense_key(library, embedder) -> tuple:
     meta = library.dense_dir / "meta.json"
     try:
@@ -73,7 +108,7 @@ def _dense_key(library, embedder) -> tuple:
 
 def open_dense_index(library, embedder=None, rebuild: bool = False) -> DenseIndex:
     """The library's dense index for ``embedder`` (cached). Raises DenseIndexMismatch."""
-    embedder = embedder or get_default_embedder()
+    embedder = embedder or library_embedder(library)
     key = _dense_key(library, embedder)
     if not rebuild:
         with _lock:
@@ -100,11 +135,20 @@ def ensure_text_index(library, embedder=None, progress: ProgressFn = None, cance
     rep = TextIndexReport(texts_built=r.n_built, texts_fresh=r.n_fresh)
     if not dense:
         return rep
-    embedder = embedder or get_default_embedder()
+    from .embedders import EmbedderError
+
+    if embedder is None:
+        try:
+            embedder = library_embedder(library)
+        except EmbedderError as e:
+            rep.dense_unavailable = str(e)
+            return rep
+        choice = library.meta_get(LIBRARY_EMBEDDER_KEY) or {}
+        if choice.get("rebuild"):
+            rebuild_dense = True
+            library.meta_set(LIBRARY_EMBEDDER_KEY, {"model_dir": choice.get("model_dir")})
     rep.embedder, rep.dense_kind = embedder.name, embedder.kind
     if hasattr(embedder, "_load"):
-        from .embedders import EmbedderError
-
         try:
             embedder._load()  # a build without the embedder (e.g. the lite bundle) keeps BM25 and rules
         except EmbedderError as e:
@@ -201,7 +245,13 @@ def dense_ranking(library, query: str, embedder=None, top_k: int | None = None
                   ) -> list[tuple[str, float, tuple[float, float] | None]]:
     """Dense retrieval: [(video_id, cosine of the best segment, (t0_s, t1_s) of it)], best first.
     Raises SourceUnavailable when the index is empty, DenseIndexMismatch for another embedder."""
-    embedder = embedder or get_default_embedder()
+    if embedder is None:
+        from .embedders import EmbedderError
+
+        try:
+            embedder = library_embedder(library)
+        except EmbedderError as e:
+            raise SourceUnavailable("dense", str(e)) from None
     idx = open_dense_index(library, embedder)
     if len(idx) == 0:
         from .embedders import EmbedderError

