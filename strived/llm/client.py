@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from .cache import LLMCache, cache_key
 from .config import LLMConfig, default_cache_path
@@ -105,7 +105,7 @@ class LLMClient:
     def complete_json(self, system: str, user: str, schema: dict, *, stage: str = "generic",
                       cache_key_parts: tuple | list = (), timeout_s: float | None = None,
                       check: CheckFn | None = None, max_tokens: int | None = None,
-                      use_cache: bool = True) -> dict:
+                      use_cache: bool = True, images: Sequence[bytes] = ()) -> dict:
         """Ask for one JSON object valid against ``schema``; return it.
 
         ``stage`` names the calling stage (cache partition and error messages);
@@ -115,14 +115,20 @@ class LLMClient:
         """
         return self.complete_json_ex(system, user, schema, stage=stage,
                                      cache_key_parts=cache_key_parts, timeout_s=timeout_s,
-                                     check=check, max_tokens=max_tokens, use_cache=use_cache).data
+                                     check=check, max_tokens=max_tokens, use_cache=use_cache,
+                                     images=images).data
 
     def complete_json_ex(self, system: str, user: str, schema: dict, *, stage: str = "generic",
                          cache_key_parts: tuple | list = (), timeout_s: float | None = None,
                          check: CheckFn | None = None, max_tokens: int | None = None,
-                         use_cache: bool = True) -> LLMAnswer:
-        """Like `complete_json`, returning an `LLMAnswer` (data + whether it came from cache)."""
-        key = cache_key(stage, self.config.model, system, user, schema, tuple(cache_key_parts))
+                         use_cache: bool = True, images: Sequence[bytes] = ()) -> LLMAnswer:
+        """Like `complete_json`, returning an `LLMAnswer` (data + whether it came from cache).
+        ``images``: JPEG bytes sent with the user message (OpenAI image_url data URLs), for a
+        vision-language model; they are part of the cache key."""
+        import hashlib
+
+        img_keys = tuple(hashlib.sha1(b).hexdigest() for b in images)
+        key = cache_key(stage, self.config.model, system, user, schema, tuple(cache_key_parts) + img_keys)
         if use_cache:
             hit = self.cache.get(key)
             if hit is not None and validate_answer(hit, schema, check) is None:
@@ -132,7 +138,15 @@ class LLMClient:
             raise LLMUnavailable("no LLM endpoint configured (set STRIVED_LLM_BASE_URL or the "
                                  "config file)", stage=stage)
         t0 = time.perf_counter()
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        user_content: str | list = user
+        if images:
+            import base64
+
+            user_content = [{"type": "text", "text": user}] + [
+                {"type": "image_url",
+                 "image_url": {"url": "data:image/jpeg;base64," + base64.b64encode(b).decode("ascii")}}
+                for b in images]
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user_content}]
         problem, raw = None, ""
         for attempt in range(2):
             raw = self._chat(messages, schema, stage, timeout_s, max_tokens)
