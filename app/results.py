@@ -146,6 +146,8 @@ class ResultsModel(QAbstractTableModel):
         score = float(getattr(hit, "score", 0.0) or 0.0)
         rank = ((hit.per_source or {}).get(source) or {}).get("rank")
         share = 100.0 * c / score if score > 0 else 0.0
+        if rank is None:  # this source did not rank the video
+            return "–"
         return f"{share:3.0f}%  #{rank}"
 
     def data(self, index, role=Qt.ItemDataRole.DisplayRole):

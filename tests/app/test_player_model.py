@@ -135,3 +135,17 @@ def test_timeline_playhead_and_curves(qtbot, library_dir):
     c.sigClicked.emit(c, None)
     assert tracks == [tl._curve_track[id(c)]]
     shot(tl, "timeline")
+
+
+def test_source_cell_for_a_source_that_did_not_rank_the_video(qtbot):
+    from types import SimpleNamespace
+
+    from app.results import ResultsModel
+
+    m = ResultsModel()
+    hit = SimpleNamespace(score=0.02, per_source={"rule": {"rank": None, "score": None, "weight": 1.0,
+                                                           "contribution": 0.0},
+                                                  "dense": {"rank": 3, "score": 0.5, "weight": 1.0,
+                                                            "contribution": 1 / 63}})
+    assert m.source_text(hit, "rule") == "–"
+    assert m.source_text(hit, "dense").endswith("#3")
