@@ -166,7 +166,8 @@ class TimelineWidget(QWidget):
                 c.setData([], [])
                 c.hide()
             unit = UNITS.get(name, "")
-            row.plot.getAxis("left").setLabel(f"{name} ({unit})" if unit else name)
+            # small type: five stacked rows leave little height for a rotated label
+            row.plot.getAxis("left").setLabel(f"{name} ({unit})" if unit else name, **{"font-size": "7pt"})
             for k in range(len(gate_names) if name == "gates" else 0):
                 if k >= len(row.labels):
                     lab = pg.TextItem(color="#c9ced6", anchor=(0, 1))
