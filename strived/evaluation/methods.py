@@ -151,59 +151,32 @@ def _search(ctx, q, sources, weights=None, **variant) -> MethodOutput:
     return MethodOutput([h.video_id for h in resp.hits], out_spans, list(resp.notices))
 
 
-@method("full", "the full system: routed weighted RRF of rule, dense, BM25")
-def _full(ctx, q):
-    return _search(ctx, q, SOURCES)
+# name -> (sources, rule-source variant, description); one registration per row
+_VARIANTS = {
+    "full": (SOURCES, {}, "the full system: routed weighted RRF of rule, dense, BM25"),
+    "equal": (SOURCES, {"weights": {s: 1.0 for s in SOURCES}}, "unweighted RRF of rule, dense, BM25"),
+    "rule": (("rule",), {}, "symbolic path alone: calibrated library, matcher + adapter"),
+    "dense": (("dense",), {}, "dense retrieval alone"),
+    "bm25": (("bm25",), {}, "BM25 over per-video summaries alone"),
+    "rule-uncalibrated": (("rule",), {"calibrated": False},
+                          "symbolic path alone with the rule forms' starting numbers"),
+    "full-uncalibrated": (SOURCES, {"calibrated": False},
+                          "full system without the calibrated library (starting numbers)"),
+    "full-no-adapter": (SOURCES, {"adapter": False},
+                        "full system, always reusing the closest library rule (no adapter)"),
+    "full-binarised": (SOURCES, {"binarize": True}, "full system with soft scores binarised at 0.5"),
+    "full-no-gates": (SOURCES, {"no_gates": True}, "full system without hard gates"),
+    "full-no-entity": (SOURCES, {"no_entity": True},
+                       "full system without entity selectors (any class, any track)"),
+}
 
 
-@method("equal", "unweighted RRF of rule, dense, BM25")
-def _equal(ctx, q):
-    return _search(ctx, q, SOURCES, weights={s: 1.0 for s in SOURCES})
+def _register_variant(name: str, sources, variant: dict, description: str) -> None:
+    method(name, description)(lambda ctx, q: _search(ctx, q, sources, **variant))
 
 
-@method("rule", "symbolic path alone: calibrated library, matcher + adapter")
-def _rule(ctx, q):
-    return _search(ctx, q, ("rule",))
-
-
-@method("dense", "dense retrieval alone")
-def _dense(ctx, q):
-    return _search(ctx, q, ("dense",))
-
-
-@method("bm25", "BM25 over per-video summaries alone")
-def _bm25(ctx, q):
-    return _search(ctx, q, ("bm25",))
-
-
-@method("rule-uncalibrated", "symbolic path alone with the rule forms' starting numbers")
-def _rule_uncal(ctx, q):
-    return _search(ctx, q, ("rule",), calibrated=False)
-
-
-@method("full-uncalibrated", "full system without the calibrated library (starting numbers)")
-def _full_uncal(ctx, q):
-    return _search(ctx, q, SOURCES, calibrated=False)
-
-
-@method("full-no-adapter", "full system, always reusing the closest library rule (no adapter)")
-def _full_noadapt(ctx, q):
-    return _search(ctx, q, SOURCES, adapter=False)
-
-
-@method("full-binarised", "full system with soft scores binarised at 0.5")
-def _full_bin(ctx, q):
-    return _search(ctx, q, SOURCES, binarize=True)
-
-
-@method("full-no-gates", "full system without hard gates")
-def _full_nogates(ctx, q):
-    return _search(ctx, q, SOURCES, no_gates=True)
-
-
-@method("full-no-entity", "full system without entity selectors (any class, any track)")
-def _full_noentity(ctx, q):
-    return _search(ctx, q, SOURCES, no_entity=True)
+for _name, (_sources, _variant, _desc) in _VARIANTS.items():
+    _register_variant(_name, _sources, _variant, _desc)
 
 
 @method("rule-hand", "symbolic path with the hand-written rule of the query's event key (no calibration)")

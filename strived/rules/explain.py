@@ -97,7 +97,7 @@ def _soft_trace(times, values, c: SoftScore):
     return _change_trace(times, values, c) if c.type == "temporal_change" else _trend_trace(times, values, c)
 
 
-def explain_video(rec: VideoRecords, rule: Rule, score_hint: float | None = None) -> Explanation:
+def explain_video(rec: VideoRecords, rule: Rule) -> Explanation:
     """Explain ``rule`` on one video (see module doc). The score equals the scorers' score."""
     is_ego = rule.entity.role == "ego"
     score = score_video(rec, rule)
@@ -189,6 +189,13 @@ def explain_video(rec: VideoRecords, rule: Rule, score_hint: float | None = None
                        peak_track=peak_track, traces=traces, ego=ego_trace, gate_results=gate_results)
 
 
+def _directed(dv: np.ndarray, direction: str | None) -> np.ndarray:
+    """Changes v(t2) - v(t1) as the soft score counts them: signed, mirrored or absolute."""
+    if direction == "negative":
+        return -dv
+    return np.abs(dv) if direction is None else dv
+
+
 def _pairwise_best(t: np.ndarray, v: np.ndarray, c: SoftScore):
     """(best change, (t1, t2)) by a vectorised pair matrix; for one track (n up to a few thousand)."""
     ok = ~np.isnan(v)
@@ -201,12 +208,7 @@ def _pairwise_best(t: np.ndarray, v: np.ndarray, c: SoftScore):
         return _banded_best(t, v, c, w)
     dt = t[None, :] - t[:, None]  # [i, j] = t_j - t_i
     valid = (dt > 0) & (dt <= w)
-    dv = v[None, :] - v[:, None]
-    if c.direction == "negative":
-        dv = -dv
-    elif c.direction is None:
-        dv = np.abs(dv)
-    dv = np.where(valid, dv, -np.inf)
+    dv = np.where(valid, _directed(v[None, :] - v[:, None], c.direction), -np.inf)
     k = int(np.argmax(dv))
     i, j = divmod(k, dv.shape[1])
     if not np.isfinite(dv[i, j]) or dv[i, j] <= 0:
@@ -230,12 +232,7 @@ def _banded_best(t: np.ndarray, v: np.ndarray, c: SoftScore, w: float):
     j = np.minimum(j, n - 1)
     dt = t[j] - t[:, None]
     valid = inb & (dt > 0) & (dt <= w)
-    dv = v[j] - v[:, None]
-    if c.direction == "negative":
-        dv = -dv
-    elif c.direction is None:
-        dv = np.abs(dv)
-    dv = np.where(valid, dv, -np.inf)
+    dv = np.where(valid, _directed(v[j] - v[:, None], c.direction), -np.inf)
     k = int(np.argmax(dv))
     i, kk = divmod(k, lag)
     if not np.isfinite(dv[i, kk]) or dv[i, kk] <= 0:

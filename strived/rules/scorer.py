@@ -194,7 +194,4 @@ class RuleScorer:
         """Per-track per-frame traces, the peak track and the time span where the score peaked."""
         from .explain import explain_video
 
-        res_score = None
-        if video_id in self.columns.vindex:
-            res_score = None  # explain recomputes from the records; scores agree by construction
-        return explain_video(self.records(video_id), rule, score_hint=res_score)
+        return explain_video(self.records(video_id), rule)
