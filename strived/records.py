@@ -21,7 +21,10 @@ from .errors import RecordsError
 
 FORMAT = "strived.records/1"
 OBJECT_FIELDS = ("distance", "loc_x", "loc_z", "lane_rel", "bbox_area", "score")
-EGO_FIELDS = ("speed", "yaw_rate", "accel")
+EGO_FIELDS = ("speed", "yaw_rate", "accel", "jolt", "speed_conf")
+# jolt: sudden global image motion (impact / hard bump), rad/s of unexpected camera rotation
+# (see perception/egomotion.py); speed_conf: 0..1 confidence of the speed value (perceived video).
+# Both are optional in files (richer than FORMATS.md's three keys, which every reader accepts).
 KNOWN_CLASSES = ("car", "truck", "bus", "pedestrian", "motorcycle", "bicycle", "barrier",
                  "traffic_cone", "other")
 INT_FIELDS = ("lane_rel",)
@@ -66,6 +69,13 @@ class VideoRecords:
     t: np.ndarray
     ego: dict[str, np.ndarray]
     tracks: list[Track]
+
+    def __post_init__(self):
+        # an ego field nobody estimated is all-NaN ("unknown"), never absent and never zero
+        n = len(self.t)
+        for k in EGO_FIELDS:
+            if k not in self.ego or self.ego[k] is None:
+                self.ego[k] = np.full(n, np.nan)
 
     @property
     def duration_s(self) -> float:

@@ -25,12 +25,16 @@ def register(sub) -> None:
                    help="cross-fit the calibrated library in K folds split by source and sequence, so "
                         "numbers on the benchmark it was fitted on stay out-of-sample (default 5; "
                         "0 = use the shipped library as it is)")
+    p.add_argument("--items", choices=("all", "video", "records"), default="all",
+                   help="evaluate on every item (default), only the video items (searched through "
+                        "perception) or only the track-record items; queries keep the relevant items of "
+                        "that subset and are dropped when none is left")
     p.add_argument("--quiet", action="store_true", help="print only the metrics table")
     p.set_defaults(func=cmd_eval)
 
 
 def cmd_eval(args) -> int:
-    from ..evaluation.bench import load_benchmark
+    from ..evaluation.bench import load_benchmark, subset_benchmark
     from ..evaluation import methods as _m  # noqa: F401  (registers the methods)
     from ..evaluation.runner import (DEFAULT_METHODS, METHODS, format_markdown, format_queries,
                                      format_table, prepare_library, run_eval)
@@ -39,7 +43,7 @@ def cmd_eval(args) -> int:
         for name, (_, desc) in METHODS.items():
             print(f"{name:<16} {desc}")
         return 0
-    bench = load_benchmark(args.bench)
+    bench = subset_benchmark(load_benchmark(args.bench), args.items)
     methods = tuple(m.strip() for m in args.methods.split(",")) if args.methods else DEFAULT_METHODS
     prog = TerminalProgress()
     lib = prepare_library(bench, Path(args.library) if args.library else None,

@@ -108,5 +108,8 @@ def cmd_info(args) -> int:
     from ..store import Library
 
     with Library.open(args.library) as lib:
-        print_json({"folder": str(lib.folder), **lib.stats()})
+        from ..availability import summarize
+
+        print_json({"folder": str(lib.folder), **lib.stats(),
+                    "field_availability": summarize(lib.availability())})
     return 0

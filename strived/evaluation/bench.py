@@ -83,3 +83,30 @@ def load_benchmark(folder: str | Path) -> Benchmark:
         queries.append(BenchQuery(q["id"], q["text"], list(rel), q.get("event"),
                                   dict(q.get("spans") or {}), list(q.get("ambiguous") or [])))
     return Benchmark(man.get("name") or folder.name, folder, items, queries, man.get("description") or "")
+
+
+ITEM_KINDS = ("all", "video", "records")
+
+
+def subset_benchmark(bench: Benchmark, kind: str) -> Benchmark:
+    """The benchmark restricted to its video items (``video``: items with a video file, searched
+    through perception) or its track-record items (``records``: items with records only).
+
+    Each query keeps only the relevant/ambiguous items of the subset; a query left with no
+    relevant item is dropped (it cannot be scored). ``all`` returns ``bench`` unchanged.
+    """
+    if kind == "all":
+        return bench
+    if kind not in ITEM_KINDS:
+        raise BenchmarkError(f"unknown item kind {kind!r}; valid: {', '.join(ITEM_KINDS)}")
+    keep = [it for it in bench.items if (it.video is not None) == (kind == "video")]
+    ids = {it.id for it in keep}
+    queries = []
+    for q in bench.queries:
+        rel = [r for r in q.relevant if r in ids]
+        if not rel:
+            continue
+        queries.append(BenchQuery(q.id, q.text, rel, q.event,
+                                  {k: v for k, v in q.spans.items() if k in ids},
+                                  [a for a in q.ambiguous if a in ids]))
+    return Benchmark(f"{bench.name} [{kind} items]", bench.folder, keep, queries, bench.description)

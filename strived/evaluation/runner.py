@@ -9,6 +9,7 @@ indexed when asked); an item the method does not rank counts as not retrieved.
 from __future__ import annotations
 
 import hashlib
+import re
 import os
 import time
 from dataclasses import dataclass, field
@@ -61,7 +62,8 @@ DEFAULT_METHODS = ("full", "equal", "rule", "dense", "bm25", "rule-hand", "full-
 def bench_library_dir(bench: Benchmark) -> Path:
     base = Path(os.environ.get("STRIVED_CACHE", Path.home() / ".cache" / "strived"))
     h = hashlib.sha1(str(bench.folder.resolve()).encode()).hexdigest()[:10]
-    return base / "bench" / f"{bench.name}-{h}"
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", bench.name).strip("_") or "bench"
+    return base / "bench" / f"{safe}-{h}"
 
 
 def prepare_library(bench: Benchmark, library_dir: Path | None = None, *, index_videos: bool = False,

@@ -27,6 +27,8 @@ T_EPS = 1e-3
 #: Two consecutive samples further apart than this break a monotonic run (a dropped track stretch).
 TREND_MAX_GAP_S = 1.0
 _US = 1_000_000  # time quantum for exact window search: microseconds
+#: Ego fields a rule can read (raw ego series plus the derived heading).
+_EGO_RULE_FIELDS = ("speed", "yaw_rate", "accel", "heading", "jolt")
 
 
 @dataclass
@@ -229,7 +231,7 @@ class TrackColumns:
     # ------------------------------------------------------------------ fields
     def series_for(self, field_name: str) -> tuple[Series, np.ndarray]:
         """(series, values) for a rule field, with derived fields (abs_loc_x, heading) computed."""
-        if field_name in ("speed", "yaw_rate", "accel", "heading"):
+        if field_name in _EGO_RULE_FIELDS:
             s = self.ego
             if field_name == "heading" and "heading" not in s.values:
                 s.values["heading"] = _integrate(s, s.values["yaw_rate"])
@@ -241,7 +243,7 @@ class TrackColumns:
 
     # ------------------------------------------------------------------ cached features
     def _role(self, field_name: str) -> str:
-        return "ego" if field_name in ("speed", "yaw_rate", "accel", "heading") else "tr"
+        return "ego" if field_name in _EGO_RULE_FIELDS else "tr"
 
     def _cached(self, key: tuple, compute):
         """Feature ``key`` per unit. ``compute(idx)`` computes it for the units ``idx`` (None = all).
@@ -313,7 +315,7 @@ class TrackColumns:
                               self.window_change(field_name, window_s, "negative"))
         w = round(float(window_s), 6)
         key = ("wc", field_name, w, direction)
-        s = self.ego if field_name in ("speed", "yaw_rate", "accel", "heading") else self.tracks
+        s = self.ego if field_name in _EGO_RULE_FIELDS else self.tracks
         if key not in s._feat:
             both = {}
 

@@ -12,13 +12,13 @@ import numpy as np
 from .columns import TrackColumns
 
 STAT_FIELDS = ("distance", "loc_x", "abs_loc_x", "loc_z", "lane_rel", "bbox_area", "speed", "yaw_rate",
-               "accel", "heading")
+               "accel", "heading", "jolt")
 WINDOWS_S = (2.0, 4.0, 8.0)
 PERCENTILES = (10, 25, 50, 75, 80, 85, 90, 95, 99)
 THRESHOLDS = {"distance": (2, 5, 10, 20, 30), "loc_x": (0.5, 1, 2, 3.5, 5), "abs_loc_x": (0.5, 1, 2, 3.5, 5),
               "loc_z": (2, 5, 10, 20, 30), "lane_rel": (1, 2), "bbox_area": (1e3, 5e3, 2e4, 5e4),
               "speed": (1, 2, 4, 6, 8), "yaw_rate": (0.05, 0.1, 0.2, 0.3), "accel": (1, 2, 3, 4),
-              "heading": (0.3, 0.6, 1.0, 1.5)}
+              "heading": (0.3, 0.6, 1.0, 1.5), "jolt": (0.05, 0.1, 0.2, 0.4)}
 
 
 def field_stats(source, fields=STAT_FIELDS, windows_s=WINDOWS_S) -> dict:

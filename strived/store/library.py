@@ -38,6 +38,17 @@ def _arr(b: bytes | None, dtype) -> np.ndarray:
     return np.frombuffer(b, dtype=np.dtype(dtype).newbyteorder("<")).astype(dtype, copy=False)
 
 
+_EGO_COLS = ", ".join(f"ego_{k}" for k in EGO_FIELDS)
+
+
+def _ego_arr(b: bytes | None, n: int) -> np.ndarray:
+    """An ego series from its BLOB; a column written before the field existed (NULL after a
+    migration) reads as all-NaN: not estimated, never zero."""
+    if b is None:
+        return np.full(n, np.nan)
+    return _arr(b, np.float64).copy()
+
+
 def _locked(e: sqlite3.OperationalError) -> bool:
     return "locked" in str(e).lower() or "busy" in str(e).lower()
 
@@ -225,7 +236,10 @@ class Library:
     # ------------------------------------------------------------------ videos
     def add_video(self, rec: VideoRecords, replace: bool = True) -> None:
         """Store a video's records (row + all tracks) atomically."""
+        from ..availability import complete_availability
+
         v = rec.info
+        v.attrs["availability"] = complete_availability(rec)
         with self.transaction():
             exists = self.conn.execute("SELECT 1 FROM videos WHERE id=?", (v.id,)).fetchone()
             if exists:
@@ -236,8 +250,8 @@ class Library:
             rev = self.content_version  # identifies this write of the video (derived caches key on it)
             self.conn.execute(
                 "INSERT INTO videos(id, path, fps, n_frames, width, height, source, duration_s, "
-                "n_samples, n_tracks, frame_idx, t, ego_speed, ego_yaw_rate, ego_accel, attrs, added_at, rev) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                f"n_samples, n_tracks, frame_idx, t, {_EGO_COLS}, attrs, added_at, rev) "
+                f"VALUES (?,?,?,?,?,?,?,?,?,?,?,?,{','.join('?' * len(EGO_FIELDS))},?,?,?)",
                 (v.id, v.path, v.fps, v.n_frames, v.width, v.height, v.source, rec.duration_s,
                  len(rec.t), len(rec.tracks), _blob(rec.frame_idx, np.int64), _blob(rec.t, np.float64),
                  *(_blob(rec.ego[k], np.float64) for k in EGO_FIELDS), json.dumps(v.attrs), _now(), rev))
@@ -297,13 +311,14 @@ class Library:
         """Rebuild a video's records; ``track_ids`` limits the tracks read (None = all; the
         result lists get only those). Raises KeyError if absent."""
         r = self.conn.execute(
-            "SELECT id, path, fps, n_frames, width, height, source, frame_idx, t, ego_speed, "
-            "ego_yaw_rate, ego_accel, attrs FROM videos WHERE id=?", (video_id,)).fetchone()
+            "SELECT id, path, fps, n_frames, width, height, source, frame_idx, t, attrs, "
+            f"{_EGO_COLS} FROM videos WHERE id=?", (video_id,)).fetchone()
         if r is None:
             raise KeyError(video_id)
         info = VideoInfo(id=r[0], path=r[1], fps=r[2], n_frames=r[3], width=r[4], height=r[5],
-                         source=r[6], attrs=json.loads(r[12]) if r[12] else {})
-        ego = {k: _arr(b, np.float64).copy() for k, b in zip(EGO_FIELDS, r[9:12])}
+                         source=r[6], attrs=json.loads(r[9]) if r[9] else {})
+        n = len(r[8]) // 8 if r[8] else 0
+        ego = {k: _ego_arr(b, n) for k, b in zip(EGO_FIELDS, r[10:])}
         tracks = []
         sql = ("SELECT track, cls, pos, distance, loc_x, loc_z, lane_rel, bbox_area, score, bbox, attrs "
                "FROM tracks WHERE video_id=?")
@@ -330,9 +345,24 @@ class Library:
 
     def iter_video_series(self):
         """Yield (video_id, rev, t bytes, {ego field: bytes}) for every video, ordered by id."""
-        for r in self.conn.execute("SELECT id, rev, t, ego_speed, ego_yaw_rate, ego_accel FROM videos "
-                                   "ORDER BY id"):
-            yield r[0], r[1] or 0, r[2], dict(zip(EGO_FIELDS, r[3:]))
+        for r in self.conn.execute(f"SELECT id, rev, t, {_EGO_COLS} FROM videos ORDER BY id"):
+            n = len(r[2]) // 8 if r[2] else 0
+            yield r[0], r[1] or 0, r[2], {k: (b if b is not None else _blob(np.full(n, np.nan), np.float64))
+                                          for k, b in zip(EGO_FIELDS, r[3:])}
+
+    def availability(self) -> dict[str, dict]:
+        """{video_id: per-field availability} for every video (see strived.availability); a
+        video stored before availability existed gets it measured from its records."""
+        from ..availability import complete_availability
+
+        out = {}
+        for vid, attrs in self.conn.execute("SELECT id, attrs FROM videos ORDER BY id"):
+            a = json.loads(attrs) if attrs else {}
+            av = a.get("availability")
+            if not isinstance(av, dict):
+                av = complete_availability(self.get_video(vid))
+            out[vid] = av
+        return out
 
     def stats(self) -> dict:
         n_v = len(self)

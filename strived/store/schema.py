@@ -6,13 +6,15 @@ size of a row per object-frame. Bump SCHEMA_VERSION with every change and add a 
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # In-place upgrades: MIGRATIONS[v] lists the (table, column, type) additions that take a version-v
 # library to v + 1 (a column already present is left alone). Each step runs in one transaction with
 # the version bump, so an interrupted upgrade changes nothing.
 MIGRATIONS: dict[int, list[tuple[str, str, str]]] = {
     1: [("videos", "rev", "INTEGER"), ("summaries", "rev", "INTEGER")],
+    # v3: ego jolt (impact signal) and the per-frame confidence of the speed estimate
+    2: [("videos", "ego_jolt", "BLOB"), ("videos", "ego_speed_conf", "BLOB")],
 }
 
 TABLES: dict[str, tuple[dict, dict]] = {
@@ -22,7 +24,7 @@ TABLES: dict[str, tuple[dict, dict]] = {
         "id": str, "path": str, "fps": float, "n_frames": int, "width": int, "height": int,
         "source": str, "duration_s": float, "n_samples": int, "n_tracks": int,
         "frame_idx": bytes, "t": bytes, "ego_speed": bytes, "ego_yaw_rate": bytes,
-        "ego_accel": bytes, "attrs": str, "added_at": str, "rev": int,
+        "ego_accel": bytes, "ego_jolt": bytes, "ego_speed_conf": bytes, "attrs": str, "added_at": str, "rev": int,
     }, {"pk": "id"}),
     "tracks": ({
         "video_id": str, "track": int, "cls": str, "n": int, "pos": bytes,

@@ -183,3 +183,22 @@ def test_parse_retrieval_and_app_into_ratios():
         rows["retrieval branches per query, 1000 videos"]["note"]
     assert R.fmt_ratio(rows["UI stall p99 while indexing"]).startswith("misses target")
     assert R.fmt_ratio(rows["UI stall p99 while searching"]) == "meets target"
+
+
+def test_subset_benchmark_keeps_each_querys_items_of_that_kind(tmp_path):
+    from pathlib import Path
+
+    from strived.evaluation.bench import BenchItem, BenchQuery, Benchmark, subset_benchmark
+
+    items = [BenchItem("v1", Path("videos/v1.mp4"), None), BenchItem("v2", Path("videos/v2.mp4"), None),
+             BenchItem("r1", None, Path("records/r1.json"))]
+    qs = [BenchQuery("q1", "a", ["v1", "r1"], "e", {"v1": [[0, 1]], "r1": [[2, 3]]}, ["v2"]),
+          BenchQuery("q2", "b", ["r1"], "e")]
+    b = Benchmark("bench", tmp_path, items, qs)
+    v = subset_benchmark(b, "video")
+    assert [i.id for i in v.items] == ["v1", "v2"] and [q.id for q in v.queries] == ["q1"]
+    assert v.queries[0].relevant == ["v1"] and v.queries[0].ambiguous == ["v2"]
+    assert v.queries[0].spans == {"v1": [[0, 1]]}
+    r = subset_benchmark(b, "records")
+    assert [q.relevant for q in r.queries] == [["r1"], ["r1"]] and r.queries[0].ambiguous == []
+    assert subset_benchmark(b, "all") is b

@@ -1,0 +1,105 @@
+"""Per-field availability of a video's records: which signals were estimated, how well, and why not.
+
+Search must tell "not estimated" from "did not happen": a rule that reads ego ``speed`` cannot judge
+a video whose speed nobody measured, and a 0 there would silently rank it last. Every video in a
+library carries ``attrs["availability"]``::
+
+    {"speed": {"status": "estimated", "coverage": 0.93, "source": "video", "reason": None,
+               "quality": 0.71},
+     "accel": {"status": "unavailable", "coverage": 0.0, "source": "video",
+               "reason": "night: too dark for road texture"}, ...}
+
+- ``status``: ``estimated`` (a value on at least half of the frames that could have one),
+  ``partial`` (some frames), ``unavailable`` (none), or ``no_objects`` for object fields of a video
+  in which nothing was tracked (the field is not missing: there was nothing to measure).
+- ``coverage``: share of frames (ego fields) or of object-frames (object fields) with a value.
+- ``source``: ``video`` (our perception), ``telemetry:...`` (the camera's own GPS), ``records``
+  (imported from another pipeline or ground truth).
+- ``reason``: why a field is (partly) missing, when the producer knew; ``quality``: optional mean
+  confidence (0..1) of the published values.
+
+Producers (perception, telemetry) set the entries they know; `complete_availability` fills the
+rest from the data itself, so imported records get availability too.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+EGO_AVAIL_FIELDS = ("speed", "accel", "yaw_rate", "jolt")
+OBJECT_AVAIL_FIELDS = ("distance", "loc_x", "lane_rel")
+AVAIL_FIELDS = EGO_AVAIL_FIELDS + OBJECT_AVAIL_FIELDS
+STATUSES = ("estimated", "partial", "unavailable", "no_objects")
+
+# derived rule fields read the availability of what they are computed from
+DERIVED_FROM = {"heading": "yaw_rate", "abs_loc_x": "loc_x", "loc_z": "distance"}
+
+
+def _status(coverage: float) -> str:
+    if coverage >= 0.5:
+        return "estimated"
+    return "partial" if coverage > 0 else "unavailable"
+
+
+def measure_availability(rec) -> dict:
+    """Availability measured from the data alone (coverage and status; no reasons)."""
+    out: dict[str, dict] = {}
+    n = len(rec.t)
+    for f in EGO_AVAIL_FIELDS:
+        v = np.asarray(rec.ego.get(f, np.full(n, np.nan)), float)
+        cov = float(np.isfinite(v).mean()) if n else 0.0
+        out[f] = {"status": _status(cov), "coverage": round(cov, 4)}
+    n_obj = sum(len(tr) for tr in rec.tracks)
+    for f in OBJECT_AVAIL_FIELDS:
+        if n_obj == 0:
+            out[f] = {"status": "no_objects", "coverage": None}
+            continue
+        fin = sum(int(np.isfinite(np.asarray(tr.fields[f], float)).sum()) for tr in rec.tracks)
+        cov = fin / n_obj
+        out[f] = {"status": _status(cov), "coverage": round(cov, 4)}
+    return out
+
+
+def complete_availability(rec, default_source: str | None = None) -> dict:
+    """``rec.info.attrs["availability"]`` with every field present: coverage and status measured
+    from the data (they always describe what is stored), source/reason/quality kept from the
+    producer. ``default_source``: ``video`` for perceived videos, ``records`` otherwise."""
+    attrs = rec.info.attrs
+    if default_source is None:
+        default_source = "video" if "perception" in attrs else "records"
+    given = attrs.get("availability") if isinstance(attrs.get("availability"), dict) else {}
+    out = {}
+    for f, m in measure_availability(rec).items():
+        prev = given.get(f) if isinstance(given.get(f), dict) else {}
+        e = {"status": m["status"], "coverage": m["coverage"],
+             "source": str(prev.get("source") or default_source),
+             "reason": prev.get("reason") if isinstance(prev.get("reason"), str) else None}
+        if isinstance(prev.get("quality"), (int, float)) and np.isfinite(prev["quality"]):
+            e["quality"] = round(float(prev["quality"]), 3)
+        if e["status"] in ("unavailable", "partial") and not e["reason"]:
+            e["reason"] = ("not in the imported records" if e["source"] == "records"
+                           else "not estimated")
+        out[f] = e
+    return out
+
+
+def field_available(avail: dict | None, field: str) -> bool | None:
+    """Whether ``field`` (a rule field, derived ones included) has values in a video with this
+    availability: True / False, or None when the video carries no availability record."""
+    if not avail:
+        return None
+    e = avail.get(DERIVED_FROM.get(field, field))
+    if not isinstance(e, dict):
+        return None
+    return e.get("status") in ("estimated", "partial", "no_objects")
+
+
+def summarize(avails: dict[str, dict]) -> dict[str, dict[str, int]]:
+    """Per field, how many videos have each status: {"speed": {"estimated": 12, "unavailable": 3}}."""
+    out: dict[str, dict[str, int]] = {}
+    for av in avails.values():
+        for f, e in (av or {}).items():
+            if isinstance(e, dict) and e.get("status"):
+                d = out.setdefault(f, {})
+                d[e["status"]] = d.get(e["status"], 0) + 1
+    return out
