@@ -405,7 +405,7 @@ class MainWindow(QMainWindow):
         self.timeline.clear("Explaining…")
         if self._inspect_worker is not None:
             self._inspect_worker.cancel()
-        w = Worker(inspect_job, self.library, h.video_id, (self.response.rule if self.response else None),
+        w = Worker(inspect_job, self.library, h.video_id, (self.response.rule_for(h.video_id) if self.response else None),
                    pass_progress=False, pass_cancel=False, name="inspect")
         w.signals.finished.connect(lambda res, w=w, h=h: self._on_inspect_finished(w, h, res))
         w.signals.errored.connect(lambda exc, tb, w=w: self._on_inspect_errored(w, exc, tb))

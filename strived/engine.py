@@ -8,6 +8,7 @@ A source that cannot run (no index, no model) is left out with a notice, never s
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 import weakref
@@ -50,11 +51,26 @@ class SearchResponse:
     timings_ms: dict[str, float] = field(default_factory=dict)
     sources_used: list[str] = field(default_factory=list)
     rankings: dict[str, list[str]] = field(default_factory=dict)
+    # the rule each calibration profile ran ({"tracks": rule, "video": rule}) when they differ,
+    # and the profile of each video; `rule` is then the rule of the library's main profile
+    rules_by_profile: dict[str, dict] = field(default_factory=dict)
+    video_profiles: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def rule_for(self, video_id: str) -> dict | None:
+        """The rule that scored ``video_id`` (its calibration profile's rule)."""
+        if self.rules_by_profile:
+            p = self.video_profiles.get(video_id)
+            if p in self.rules_by_profile:
+                return self.rules_by_profile[p]
+        return self.rule
 
     def to_dict(self) -> dict:
-        return {"query": self.query, "hits": [h.to_dict() for h in self.hits], "rule": self.rule,
-                "match": self.match, "weights": self.weights, "notices": self.notices,
-                "timings_ms": self.timings_ms, "sources_used": self.sources_used}
+        d = {"query": self.query, "hits": [h.to_dict() for h in self.hits], "rule": self.rule,
+             "match": self.match, "weights": self.weights, "notices": self.notices,
+             "timings_ms": self.timings_ms, "sources_used": self.sources_used}
+        if self.rules_by_profile:
+            d["rules_by_profile"] = self.rules_by_profile
+        return d
 
 
 _scorers: "weakref.WeakKeyDictionary[Any, tuple[int, RuleScorer]]" = weakref.WeakKeyDictionary()
@@ -92,16 +108,69 @@ def resolve_query_rule(query: str, *, library=None, llm=None, event: str | None 
                      "exemplar_event": rr.exemplar_event, "reason": rr.reason}
 
 
-def rule_ranking(library, rule: Rule, binarize: bool = False) -> list[tuple[str, float, int]]:
-    """(video_id, score, peak_track) of videos with a score > 0, best first (ties by id)."""
+def resolve_profile_rules(query: str, *, library, llm=None) -> tuple[dict[str, Rule], dict]:
+    """The query's rule for each calibration profile present in ``library`` (videos perceived by
+    our pipeline use the ``video`` profile, imported track records the ``tracks`` profile).
+    Returns ({profile: rule}, match info of the main profile, with every profile's match)."""
+    try:
+        from .rulelib.library import PROFILES, load_default_library
+    except ImportError:
+        raise SourceUnavailable("rule", "the calibrated rule library is not installed (strived.rulelib)") from None
+    present = set(library.video_profiles().values()) or {"tracks"}
+    rules, matches = {}, {}
+    for p in PROFILES:
+        if p in present:
+            rules[p], matches[p] = resolve_query_rule(query, library=library, llm=llm,
+                                                      rule_library=load_default_library(profile=p))
+    main = max(matches, key=lambda p: (sum(1 for v in library.video_profiles().values() if v == p), p == "tracks"))
+    match = dict(matches[main])
+    match["profile"] = main
+    if len(matches) > 1:
+        match["profiles"] = {p: {k: m.get(k) for k in ("event", "confidence", "mode", "source")}
+                             for p, m in matches.items()}
+        for p, m in matches.items():
+            for n in m.get("notices") or []:
+                if n not in match["notices"]:
+                    match["notices"].append(n)
+    return rules, match
+
+
+def rule_ranking(library, rule: "Rule | dict[str, Rule]", binarize: bool = False) -> list[tuple[str, float, int]]:
+    """(video_id, score, peak_track) of videos with a score > 0, best first (ties by id).
+
+    ``rule`` may be {profile: rule}: each video is then scored by its calibration profile's rule."""
     import numpy as np
 
-    res = scorer_for(library).score(rule, binarize=binarize)
+    if isinstance(rule, dict):
+        distinct = {json_key(r): r for r in rule.values()}
+        if len(distinct) == 1:
+            rule = next(iter(distinct.values()))
+    if isinstance(rule, dict):
+        scorer = scorer_for(library)
+        prof = library.video_profiles()
+        res = None
+        for p, r in rule.items():
+            rp = scorer.score(r, binarize=binarize)
+            if res is None:
+                res = copy.copy(rp)
+                res.scores = np.zeros_like(rp.scores)
+                res.peak_track = np.full_like(rp.peak_track, -1)
+            sel = np.array([prof.get(v) == p for v in rp.video_ids], bool)
+            res.scores[sel] = rp.scores[sel]
+            res.peak_track[sel] = rp.peak_track[sel]
+    else:
+        res = scorer_for(library).score(rule, binarize=binarize)
     nz = np.flatnonzero(res.scores > 0)
     order = nz[np.lexsort((nz, -res.scores[nz]))]  # ids are sorted, so index order = id order
     ids = res.video_ids
     return list(zip([ids[i] for i in order.tolist()], res.scores[order].astype(float).tolist(),
                     res.peak_track[order].astype(int).tolist()))
+
+
+def json_key(rule: Rule) -> str:
+    import json
+
+    return json.dumps(rule.to_dict(), sort_keys=True)
 
 
 def _dense(library, query: str, top_k: int | None):
@@ -157,15 +226,19 @@ def warm_rule_features(library, progress: ProgressFn = None, cancel: CancelFn = 
         return 0
     if len(library) == 0:
         return 0
-    rules = load_default_library()
-    keys = list(rules.keys())
+    todo = {}
+    for p in sorted(set(library.video_profiles().values())):
+        lib = load_default_library(profile=p)
+        for key in lib.keys():
+            r = lib.rule(key)
+            todo.setdefault(json_key(r), (key, r))
     scorer = scorer_for(library)
-    for k, key in enumerate(keys):
+    for k, (key, r) in enumerate(todo.values()):
         check_cancel(cancel)
-        report(progress, "features", k, len(keys), item=key)
-        scorer.score(rules.rule(key))
-    report(progress, "features", len(keys), len(keys))
-    return len(keys)
+        report(progress, "features", k, len(todo), item=key)
+        scorer.score(r)
+    report(progress, "features", len(todo), len(todo))
+    return len(todo)
 
 
 _span_memos: "weakref.WeakKeyDictionary[Any, tuple[int, OrderedDict]]" = weakref.WeakKeyDictionary()
@@ -223,6 +296,8 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
     peaks: dict[str, int] = {}
     match: dict = {}
     rule_obj: Rule | None = None
+    rules_by_profile: dict[str, dict] = {}
+    rule_of: dict[str, Rule] = {}  # {profile: rule} when the profiles' rules differ
     unknown = [s for s in sources if s not in SOURCES]
     if unknown:
         raise StrivedError(f"unknown source(s) {unknown}; valid: {', '.join(SOURCES)}")
@@ -236,16 +311,23 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
                 rule_obj = rule if isinstance(rule, Rule) else parse_rule(rule)
                 match = {"event": rule_obj.event, "confidence": None, "mode": "user", "source": "user",
                          "notices": []}
-            elif rule_hits is None:
+            elif rule_hits is None and (event or rule_library is not None):
                 rule_obj, match = resolve_query_rule(query, library=library, llm=llm, event=event,
                                                      rule_library=rule_library)
+            elif rule_hits is None:
+                profile_rules, match = resolve_profile_rules(query, library=library, llm=llm)
+                rule_obj = profile_rules[match["profile"]]
+                if len({json_key(r) for r in profile_rules.values()}) > 1:
+                    rules_by_profile = {p: r.to_dict() for p, r in profile_rules.items()}
+                    rule_of = {p: r for p, r in profile_rules.items()}
             else:
                 match = {"event": None, "confidence": None, "mode": "precomputed", "source": "caller",
                          "notices": []}
             notices.extend(match.get("notices") or [])
             timings["resolve_rule"] = (time.perf_counter() - t0) * 1e3
             t1 = time.perf_counter()
-            rr = rule_hits if rule_hits is not None else rule_ranking(library, rule_obj)
+            rr = rule_hits if rule_hits is not None else \
+                rule_ranking(library, rule_of if rule_of else rule_obj)
             timings["rule"] = (time.perf_counter() - t1) * 1e3
             if rr:
                 r_ids, r_scores, r_peaks = zip(*rr)
@@ -300,6 +382,8 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
     t0 = time.perf_counter()
     hits: list[SearchHit] = []
     vids_meta = None
+    profiles = library.video_profiles() if rule_of else {}
+    memos = {p: _span_memo(library, r) for p, r in rule_of.items()}
     span_memo = _span_memo(library, rule_obj) if rule_obj is not None else None
     pos = {s: dict(zip(rankings[s], range(1, len(rankings[s]) + 1))) for s in used}
     for k, (vid, sc) in enumerate(fused, start=1):
@@ -307,15 +391,18 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
         if k <= span_k and rule_obj is not None and vid in scores.get("rule", {}):
             from .rules.explain import peak_span
 
+            v_rule, v_memo = rule_obj, span_memo
+            if rule_of and profiles.get(vid) in rule_of:
+                v_rule, v_memo = rule_of[profiles[vid]], memos[profiles[vid]]
             key = (vid, peaks.get(vid))
-            if key in span_memo:
-                span = span_memo[key]
+            if key in v_memo:
+                span = v_memo[key]
             else:
                 try:
-                    span = peak_span(_span_records(library, vid, peaks.get(vid)), rule_obj, peaks.get(vid))
+                    span = peak_span(_span_records(library, vid, peaks.get(vid)), v_rule, peaks.get(vid))
                 except KeyError:
                     span = None
-                span_memo[key] = span
+                v_memo[key] = span
         if span is None:
             span = dense_spans.get(vid)
         per_source = {s: {"rank": pos[s].get(vid), "score": scores[s].get(vid),
@@ -335,7 +422,8 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
     timings["total"] = (time.perf_counter() - t_all) * 1e3
     return SearchResponse(query=query, hits=hits, rule=rule_obj.to_dict() if rule_obj else None,
                           match=match, weights=w_used, notices=notices, timings_ms=timings,
-                          sources_used=used, rankings=rankings)
+                          sources_used=used, rankings=rankings, rules_by_profile=rules_by_profile,
+                          video_profiles=profiles)
 
 
 def explain(library, video_id: str, rule: Rule | dict):

@@ -29,13 +29,19 @@ def register(subparsers) -> None:
     p.add_argument("--max-iterations", type=int, default=20)
     p.add_argument("--out", "-o", default="rule_library.json", help="library JSON to write")
     p.add_argument("--report", help="write the per-event report (AP per iteration) as JSON")
+    p.add_argument("--profile", choices=["tracks", "video"], default=None,
+                   help="calibration profile to fit: 'video' fits on videos perceived by this "
+                        "product's pipeline (a library's perceived videos, or a benchmark's video "
+                        "items, indexed first), 'tracks' on imported track records (default: every "
+                        "video of AUX). The engine scores each video with its own profile's rules")
     p.add_argument("--cv", type=int, default=0, metavar="K",
                    help="also run K-fold out-of-sample evaluation (folds by source/sequence)")
     p.set_defaults(func=run)
 
 
-def _load_corpus(aux: str):
-    """(RuleScorer, video ids, library or None, benchmark dir or None) for AUX."""
+def _load_corpus(aux: str, profile: str | None = None):
+    """(RuleScorer, video ids, library or None, benchmark dir or None) for AUX; with ``profile``
+    only the videos of that calibration profile."""
     from pathlib import Path
 
     from ..records import VideoRecords, iter_records_files
@@ -45,8 +51,19 @@ def _load_corpus(aux: str):
     if (root / "library.sqlite").exists():
         from ..store.library import Library
         lib = Library.open(root)
-        return RuleScorer(lib), lib.video_ids(), lib, None
+        prof = lib.video_profiles()
+        return RuleScorer(lib), [v for v in lib.video_ids() if profile in (None, prof[v])], lib, None
     bench = root if (root / "queries.json").exists() else None
+    if bench is not None and profile == "video":
+        from ..evaluation.bench import load_benchmark, subset_benchmark
+        from ..evaluation.runner import prepare_library
+        from ._common import TerminalProgress
+
+        b = subset_benchmark(load_benchmark(bench), "video")
+        lib = prepare_library(b, index_videos=True, progress=TerminalProgress())
+        prof = lib.video_profiles()
+        vids = [it.id for it in b.items if prof.get(it.id) == "video"]
+        return RuleScorer(lib), vids, lib, bench
     folder = root / "records" if bench is not None and (root / "records").is_dir() else root
     recs = [VideoRecords.load(p) for p in iter_records_files(folder)]
     if not recs:
@@ -62,7 +79,7 @@ def run(args) -> int:
                                        load_captions, load_label_file, marks_from_library)
     from ._common import TerminalProgress
 
-    scorer, vids, lib, bench = _load_corpus(args.aux)
+    scorer, vids, lib, bench = _load_corpus(args.aux, args.profile)
     labels = WeakLabels(list(vids))
     llm = None
     if args.extractor == "llm" or args.proposer == "llm":
@@ -97,6 +114,12 @@ def run(args) -> int:
               max_iterations=args.max_iterations)
     prov = {"corpus": f"{args.aux} ({len(vids)} videos with records)",
             "label_source": ", ".join(labels.sources)}
+    if args.profile:
+        prov["profile"] = args.profile
+        if args.profile == "video" and lib is not None:
+            perc = {json.dumps((lib.get_video(v).info.attrs.get("perception") or {}).get("perception_version"))
+                    for v in vids[:50]}
+            prov["perception_version"] = ", ".join(sorted(perc))
     library, reports = calibrate_library(scorer, labels, args.events, progress=TerminalProgress(),
                                          provenance=prov, **kw)
     library.save(args.out)

@@ -66,7 +66,12 @@ def cmd_search(args) -> int:
             print(f"adapted from the calibrated rule of: {m['exemplar_event']}")
         if m.get("reason"):
             print(f"why: {m['reason']}")
-        print("rule: " + json.dumps(resp.rule))
+        if resp.rules_by_profile:
+            for prof, r in resp.rules_by_profile.items():
+                print(f"rule ({prof} profile: {'videos perceived here' if prof == 'video' else 'imported track records'}): "
+                      + json.dumps(r))
+        else:
+            print("rule: " + json.dumps(resp.rule))
     print("weights: " + ", ".join(f"{k}={v:g}" for k, v in resp.weights.items())
           + f"   ({resp.timings_ms.get('total', 0):.0f} ms)")
     for n in resp.notices:

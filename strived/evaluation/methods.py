@@ -27,10 +27,16 @@ def _rulelib():
     return L, R
 
 
-def _cv_libraries(ctx: EvalContext):
-    """[(fold item ids, library calibrated without them)], built once per evaluation."""
-    if "cv_libs" in ctx.cache:
-        return ctx.cache["cv_libs"]
+def _cv_libraries(ctx: EvalContext, profiles: bool = True):
+    """[(held-out item ids, library calibrated without them)], built once per evaluation.
+
+    With ``profiles`` (the product's behaviour), each fold fits one library per calibration
+    profile on that profile's training items only (perceived videos / imported track records),
+    and each held-out item is scored by its own profile's library; without, one library is fitted
+    on all training items (the single-profile ablation)."""
+    key = ("cv_libs", profiles)
+    if key in ctx.cache:
+        return ctx.cache[key]
     from ..rulelib.calibrate import calibrate_library
     from ..rulelib.crossval import make_folds
 
@@ -38,13 +44,27 @@ def _cv_libraries(ctx: EvalContext):
     vids = [v for v in scorer.video_ids if v in set(ctx.bench.item_ids)]
     labels = labels_from_queries(ctx.bench, vids)
     folds = make_folds(vids, ctx.cv_folds)
+    prof = ctx.library.video_profiles()
+    groups = sorted({prof.get(v, "tracks") for v in vids}) if profiles else [None]
     libs = []
     for fold in folds:
         train = [v for v in vids if v not in set(fold)]
-        lib, _ = calibrate_library(scorer, labels.restrict(train))
-        libs.append((set(fold), lib))
-    ctx.cache["cv_libs"] = libs
+        for g in groups:
+            tr = [v for v in train if g is None or prof.get(v, "tracks") == g]
+            lib, _ = calibrate_library(scorer, labels.restrict(tr))
+            libs.append(({v for v in fold if g is None or prof.get(v, "tracks") == g}, lib))
+    ctx.cache[key] = libs
     return libs
+
+
+def _shipped_libraries(ctx: EvalContext, calibrated: bool, profiles: bool):
+    """[(item ids or None, shipped library)]: per calibration profile, or one for all items."""
+    L, _ = _rulelib()
+    if not profiles:
+        return [(None, L.load_default_library(calibrated=calibrated))]
+    prof = ctx.library.video_profiles()
+    return [({v for v, p in prof.items() if p == g}, L.load_default_library(calibrated=calibrated, profile=g))
+            for g in sorted(set(prof.values()))]
 
 
 def labels_from_queries(bench, videos: list[str]):
@@ -99,16 +119,16 @@ def _resolve(ctx, q: BenchQuery, rule_lib, adapter: bool):
 
 
 def rule_hits(ctx: EvalContext, q: BenchQuery, *, calibrated=True, adapter=True, binarize=False,
-              no_gates=False, no_entity=False):
+              no_gates=False, no_entity=False, profiles=True):
     """(hits [(video_id, score, peak_track)], spans of the top items) for one query and variant."""
     L, R = _rulelib()
-    key = ("rule", q.id, calibrated, adapter, binarize, no_gates, no_entity)
+    key = ("rule", q.id, calibrated, adapter, binarize, no_gates, no_entity, profiles)
     if key in ctx.cache:
         return ctx.cache[key]
     if calibrated and ctx.cv_folds:
-        parts = [(fold, lib) for fold, lib in _cv_libraries(ctx)]
+        parts = [(fold, lib) for fold, lib in _cv_libraries(ctx, profiles)]
     else:
-        parts = [(None, L.load_default_library(calibrated=calibrated))]
+        parts = _shipped_libraries(ctx, calibrated, profiles)
     hits, rules = [], {}
     for fold, lib in parts:
         r = _resolve(ctx, q, lib, adapter)
@@ -158,6 +178,10 @@ _VARIANTS = {
     "rule": (("rule",), {}, "symbolic path alone: calibrated library, matcher + adapter"),
     "dense": (("dense",), {}, "dense retrieval alone"),
     "bm25": (("bm25",), {}, "BM25 over per-video summaries alone"),
+    "rule-one-profile": (("rule",), {"profiles": False},
+                         "symbolic path alone, one calibration for perceived videos and track records"),
+    "full-one-profile": (SOURCES, {"profiles": False},
+                         "full system, one calibration for perceived videos and track records"),
     "rule-uncalibrated": (("rule",), {"calibrated": False},
                           "symbolic path alone with the rule forms' starting numbers"),
     "full-uncalibrated": (SOURCES, {"calibrated": False},

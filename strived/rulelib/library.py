@@ -160,13 +160,30 @@ class RuleLibrary:
         return cls.from_dict(d, str(p))
 
 
-def default_library_path() -> Path | None:
-    """The shipped library: ``resources/rule_library.json`` of the source tree or the package."""
-    here = Path(__file__).resolve().parents[2] / "resources" / "rule_library.json"
+#: Calibration profiles. The paper calibrates rules against the signal distribution of the
+#: perception that produced the records: ``tracks`` for imported track records (ground truth,
+#: another pipeline's 3D tracks, CAN speed), ``video`` for videos perceived by our own offline
+#: pipeline (jittery monocular ranging, speed from optical flow). Same events and rule forms,
+#: numbers fitted separately; the engine scores each video with the profile of its records.
+PROFILES = ("tracks", "video")
+PROFILE_FILES = {"tracks": "rule_library.json", "video": "rule_library_video.json"}
+
+
+def profile_of(attrs: dict | None) -> str:
+    """The calibration profile of a video from its stored attributes: ``video`` when our
+    perception produced its records (``attrs["perception"]``), else ``tracks``."""
+    return "video" if isinstance(attrs, dict) and attrs.get("perception") else "tracks"
+
+
+def default_library_path(profile: str = "tracks") -> Path | None:
+    """The shipped library of a profile: ``resources/rule_library*.json`` of the source tree or
+    the package."""
+    name = PROFILE_FILES[profile]
+    here = Path(__file__).resolve().parents[2] / "resources" / name
     if here.exists():
         return here
     try:
-        p = resources.files("strived").joinpath("resources/rule_library.json")
+        p = resources.files("strived").joinpath(f"resources/{name}")
         if p.is_file():
             return Path(str(p))
     except (ModuleNotFoundError, FileNotFoundError):
@@ -174,17 +191,23 @@ def default_library_path() -> Path | None:
     return None
 
 
-_DEFAULT: RuleLibrary | None = None
+_DEFAULT: dict[str, RuleLibrary] = {}
 
 
-def load_default_library(calibrated: bool = True) -> RuleLibrary:
-    """The shipped calibrated library (cached); ``calibrated=False`` gives the same rule forms
-    with their starting numbers. Falls back to the uncalibrated inventory (and says so in its
-    provenance) when no library file ships."""
-    global _DEFAULT
-    if _DEFAULT is None:
-        p = default_library_path()
-        if p is None:
+def load_default_library(calibrated: bool = True, profile: str = "tracks") -> RuleLibrary:
+    """The shipped calibrated library of a profile (cached); ``calibrated=False`` gives the same
+    rule forms with their starting numbers. A profile with no shipped file uses the ``tracks``
+    library (and says so in its provenance); with no file at all, the uncalibrated inventory."""
+    if profile not in PROFILES:
+        raise RuleLibraryError(f"unknown calibration profile {profile!r}; valid: {', '.join(PROFILES)}")
+    if profile not in _DEFAULT:
+        p = default_library_path(profile)
+        if p is None and profile != "tracks":
+            base = load_default_library(True, "tracks")
+            lib = RuleLibrary(dict(base.entries), {**base.provenance, "profile": profile, "note":
+                              f"no {PROFILE_FILES[profile]} shipped: the tracks profile is used"},
+                              base.created, base.path)
+        elif p is None:
             lib = RuleLibrary.uncalibrated()
             lib.provenance["note"] = "no resources/rule_library.json found: uncalibrated inventory"
         else:
@@ -195,5 +218,11 @@ def load_default_library(calibrated: bool = True) -> RuleLibrary:
                 r = _canonical(ev.form)
                 lib.entries[ev.key] = LibraryEntry(ev.key, r, copy.deepcopy(r),
                                                    note="not in the library file: starting numbers")
-        _DEFAULT = lib
-    return _DEFAULT if calibrated else _DEFAULT.start_version()
+        _DEFAULT[profile] = lib
+    lib = _DEFAULT[profile]
+    return lib if calibrated else lib.start_version()
+
+
+def load_profile_libraries(calibrated: bool = True) -> dict[str, RuleLibrary]:
+    """{profile: shipped library} for every profile."""
+    return {p: load_default_library(calibrated, p) for p in PROFILES}

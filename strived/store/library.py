@@ -350,6 +350,19 @@ class Library:
             yield r[0], r[1] or 0, r[2], {k: (b if b is not None else _blob(np.full(n, np.nan), np.float64))
                                           for k, b in zip(EGO_FIELDS, r[3:])}
 
+    def video_profiles(self) -> dict[str, str]:
+        """{video_id: calibration profile}: ``video`` for videos our perception produced (their
+        attrs carry the perception config), ``tracks`` for imported records. Cached until the
+        library's content changes."""
+        ver = self.content_version
+        cached = getattr(self, "_profiles_cache", None)
+        if cached is not None and cached[0] == ver:
+            return cached[1]
+        out = {vid: ("video" if has else "tracks") for vid, has in self.conn.execute(
+            "SELECT id, json_extract(attrs, '$.perception') IS NOT NULL FROM videos ORDER BY id")}
+        self._profiles_cache = (ver, out)
+        return out
+
     def availability(self) -> dict[str, dict]:
         """{video_id: per-field availability} for every video (see strived.availability); a
         video stored before availability existed gets it measured from its records."""
