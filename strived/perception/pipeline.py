@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..jobs import CancelFn, ProgressFn, check_cancel, report
-from . import attributes
+from . import attributes, signals
 from .detect import CLASSES, Detector, make_detector
 from .egomotion import EgoMotionEstimator
 from .geometry import (CameraModel, horizon_from_boxes, lane_rel_from_offset, load_camera_config,
@@ -25,7 +25,7 @@ from .lanes import LaneObservation, detect_lanes, lane_rel_from_lines
 from .track import ByteTracker
 from .video import iter_frames, probe_video
 
-PERCEPTION_VERSION = 1
+PERCEPTION_VERSION = 2
 
 
 @dataclass
@@ -41,7 +41,10 @@ class PerceptionConfig:
     lost_buffer_s: float = 1.5     # how long a lost track may come back with the same id
     lanes: bool = True
     speed_proxy: bool = False      # experimental road-flow speed (see egomotion.py); off: speed NaN
-    smooth_window_s: float = 0.35  # per-track smoothing of distance / lateral offset
+    smooth_window_s: float = 0.35  # per-track smoothing of distance / lateral offset ("median" filter)
+    telemetry: bool = True         # read the camera's own GPS (NMEA/GPX sidecar, GoPro GPMF) when present
+    signal_filter: str = "robust"  # "robust": Kalman/RTS + track quality + lane hysteresis (signals.py);
+    #                                "median": the v1 median+mean window (kept for measurement)
     thumbnail_width: int = 320
     max_color_samples: int = 8
 
@@ -165,8 +168,14 @@ def perceive_video(path: str | os.PathLike, *, video_id: str | None = None,
     obs_pos_a = np.asarray(obs_pos, dtype=np.int64)
     obs_tid_a = np.asarray(obs_tid, dtype=np.int64)
     dets_a = np.asarray(obs_det, dtype=np.float32).reshape(-1, 6)
-    keep_ids = [tid for tid in sorted(tracker.confirmed_ids)
-                if int((obs_tid_a == tid).sum()) >= cfg.min_track_hits]
+    sample_dt = 1.0 / cfg.sample_fps if cfg.sample_fps > 0 else 0.1
+    quality: dict[int, dict] = {}
+    for tid in sorted(tracker.confirmed_ids):
+        m = obs_tid_a == tid
+        if int(m.sum()) >= cfg.min_track_hits:
+            quality[tid] = signals.track_quality(t_arr, obs_pos_a[m], dets_a[m, 4], sample_dt)
+    keep_ids = [tid for tid, q in quality.items()
+                if cfg.signal_filter != "robust" or signals.publishable(q)]
     track_cls = {tid: CLASSES[tracker.track_class(tid)] for tid in keep_ids}
 
     # Horizon: camera.json > cars standing on the road > lane vanishing point > default.
@@ -190,8 +199,11 @@ def perceive_video(path: str | os.PathLike, *, video_id: str | None = None,
         cls_name = track_cls[tid]
         z, x = range_boxes(d[:, :4], [cls_name] * len(d), cam)
         tt = t_arr[pos]
-        z = smooth_series(tt, z, cfg.smooth_window_s, log=True)
-        x = smooth_series(tt, x, cfg.smooth_window_s)
+        if cfg.signal_filter == "robust":
+            z, x = signals.smooth_track_fields(tt, z, x)
+        else:
+            z = smooth_series(tt, z, cfg.smooth_window_s, log=True)
+            x = smooth_series(tt, x, cfg.smooth_window_s)
         lane = lane_rel_from_offset(x, cam.lane_width_m)
         xc, yb = 0.5 * (d[:, 0] + d[:, 2]), d[:, 3]
         for k, p in enumerate(pos):
@@ -204,9 +216,11 @@ def perceive_video(path: str | os.PathLike, *, video_id: str | None = None,
                     if np.isfinite(lr):
                         lane[k] = lr
         lane = np.round(smooth_series(tt, lane, 0.5))
+        if cfg.signal_filter == "robust":
+            lane = signals.lane_with_hysteresis(tt, lane)
         fields = {"distance": z, "loc_x": x, "loc_z": z, "lane_rel": lane,
                   "bbox_area": (d[:, 2] - d[:, 0]) * (d[:, 3] - d[:, 1]), "score": d[:, 4]}
-        attrs = {}
+        attrs = {"quality": quality[tid]}
         col = attributes.dominant_color(color.get(tid, []))
         if col:
             attrs["color"] = col
@@ -232,7 +246,9 @@ def perceive_video(path: str | os.PathLike, *, video_id: str | None = None,
                      n_frames=int(probe.n_frames or (frame_idx[-1] + 1 if frame_idx else 0)),
                      width=W, height=H, source=None, attrs=video_attrs)
     rec = VideoRecords(info=info, frame_idx=np.asarray(frame_idx, np.int64), t=t_arr,
-                       ego={k: np.asarray(ego_series[k], np.float64) for k in EGO_FIELDS}, tracks=tracks)
+                       ego={k: np.asarray(ego_series[k], np.float64) for k in EGO_FIELDS if k in ego_series},
+                       tracks=tracks)
+    _merge_telemetry(rec, path, cam_cfg, cfg, ego_series.get("status") or {})
 
     jpeg, size = None, None
     if thumb is not None:
@@ -243,6 +259,47 @@ def perceive_video(path: str | os.PathLike, *, video_id: str | None = None,
         if ok:
             jpeg, size = buf.tobytes(), (small.shape[1], small.shape[0])
     return PerceptionResult(rec, jpeg, size, dict(timer.s), n, float(t_arr[-1] - t_arr[0]) if n > 1 else 0.0)
+
+
+def _merge_telemetry(rec, path: Path, cam_cfg: dict | None, cfg: PerceptionConfig, ego_status: dict) -> None:
+    """Ego speed / yaw rate / accel from the camera's own GPS where it has some (NMEA or GPX
+    sidecar, GoPro GPMF), video estimates elsewhere; per-field availability with its source and
+    reason in ``rec.info.attrs["availability"]``."""
+    from .telemetry import find_telemetry_report
+
+    avail: dict[str, dict] = {}
+    for f, st in ego_status.items():
+        if isinstance(st, dict):
+            avail[f] = {"source": st.get("source") or "video", "reason": st.get("reason")}
+            if st.get("quality") is not None:
+                avail[f]["quality"] = st.get("quality")
+    tel, warnings = (None, [])
+    if cfg.telemetry:
+        try:
+            tel, warnings = find_telemetry_report(path, camera_config=cam_cfg)
+        except Exception as e:  # a telemetry bug must never lose the video's perception  # noqa: BLE001
+            tel, warnings = None, [f"telemetry not read: {type(e).__name__}: {e}"]
+    if warnings:
+        rec.info.attrs["telemetry_warnings"] = [str(w)[:300] for w in warnings[:10]]
+    if tel is not None:
+        got = tel.resample(rec.t)
+        used = []
+        for f in ("speed", "yaw_rate", "accel"):
+            v = np.asarray(got.get(f), np.float64)
+            if v.shape == rec.t.shape and np.isfinite(v).any():
+                ok = np.isfinite(v)
+                rec.ego[f] = np.where(ok, v, rec.ego[f])
+                src = f"telemetry:{got.get('source') or tel.source}"
+                avail[f] = {"source": src if ok.all() else f"{src}+video",
+                            "reason": None if ok.all() else "telemetry covers part of the video; video "
+                                                            "estimates elsewhere"}
+                used.append(f)
+        if "speed" in used:
+            rec.ego["speed_conf"] = np.where(np.isfinite(np.asarray(got["speed"], float)), 1.0,
+                                             rec.ego.get("speed_conf", np.full(len(rec.t), np.nan)))
+        rec.info.attrs["telemetry"] = {"source": tel.source, "fields": used,
+                                       "alignment": getattr(tel, "alignment", None)}
+    rec.info.attrs["availability"] = avail
 
 
 def _smooth_lanes(t_s: np.ndarray, obs: list, window_s: float = 1.0, min_count: int = 3):
