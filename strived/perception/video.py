@@ -99,13 +99,18 @@ def probe_video(path: str | os.PathLike) -> VideoProbe:
         h = int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT) or 0)
         rot = int(cap.get(cv2.CAP_PROP_ORIENTATION_META) or 0) % 360
         codec = _fourcc(cap)
+        # OpenCV auto-rotates decoded frames (CAP_PROP_ORIENTATION_AUTO) and, depending on its
+        # version, reports the container's or the rotated size: the first decoded frame is the
+        # truth the rest of perception sees.
+        ok, first = cap.read()
+        if ok and first is not None and first.ndim >= 2:
+            h, w = int(first.shape[0]), int(first.shape[1])
+        elif rot in (90, 270):
+            w, h = h, w
     finally:
         cap.release()
     if fps <= 0 or fps > 1000:
         fps = 0.0
-    # OpenCV auto-rotates decoded frames (CAP_PROP_ORIENTATION_AUTO), so report rotated dimensions.
-    if rot in (90, 270):
-        w, h = h, w
     duration = n / fps if fps > 0 and n > 0 else 0.0
     return VideoProbe(str(path), fps, max(n, 0), w, h, duration, rot, codec)
 

@@ -94,3 +94,41 @@ def test_truncated_stream_with_index_is_reported(tmp_path, make_video):
         assert "truncated" in str(e) or "not a video" in str(e) or "no frame" in str(e)
     else:  # some demuxers drop the announced count with the index: then no more than a third decodes
         assert len(frames) < 30
+
+
+def _rotate_mp4(src, dst, degrees=90):
+    """Copy an mp4 with its track's display matrix set to a rotation (what phones write)."""
+    import struct
+
+    b = bytearray(src.read_bytes())
+    i = b.find(b"tkhd")
+    assert i > 0 and b[i + 4] == 0  # version-0 track header
+    off = i + 4 + 4 + 4 * 5 + 8 + 8  # after version/flags, times, id, reserved, duration, reserved, layer...
+    one = 1 << 16
+    mats = {90: (0, one, 0, -one, 0, 0, 0, 0, 1 << 30), 270: (0, -one, 0, one, 0, 0, 0, 0, 1 << 30)}
+    b[off:off + 36] = struct.pack(">9i", *mats[degrees])
+    dst.write_bytes(bytes(b))
+    return dst
+
+
+def test_rotated_video_reports_the_size_of_the_frames_it_decodes(tmp_path):
+    """A phone video stored landscape with a 90° display matrix: OpenCV decodes it rotated, and the
+    probe must report that size once (the camera model is built from it), not swap it twice."""
+    import cv2
+
+    from strived.perception.video import iter_frames, probe_video
+    from tests.perception.conftest import write_video
+
+    src = write_video(tmp_path / "land.mp4", n_frames=12, size=(320, 180))
+    rot = _rotate_mp4(src, tmp_path / "rot.mp4", 90)
+    cap = cv2.VideoCapture(str(rot))
+    meta = cap.get(cv2.CAP_PROP_ORIENTATION_META)
+    cap.release()
+    if int(meta) != 90:
+        import pytest
+        pytest.skip("this OpenCV build does not read the display matrix")
+    p = probe_video(rot)
+    frames = list(iter_frames(rot, 10.0, probe=p))
+    assert p.rotation_deg == 90
+    assert (p.width, p.height) == (180, 320)
+    assert frames and frames[0].image.shape[:2] == (p.height, p.width)
