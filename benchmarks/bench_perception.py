@@ -34,7 +34,9 @@ def bench_clips(videos: Path, names: list[str], fps: float, overlays: Path | Non
     from strived.perception.overlay import save_overlays
     from strived.perception.pipeline import PerceptionConfig, perceive_video
 
-    det = make_detector("yolov3-tiny", "auto")
+    from strived.perception.detect import DEFAULT_DETECTOR
+
+    det = make_detector(DEFAULT_DETECTOR, "auto")
     cfg = PerceptionConfig(sample_fps=fps)
     tot = {s: 0.0 for s in STAGES}
     tot_n, tot_wall, tot_video = 0, 0.0, 0.0

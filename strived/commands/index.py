@@ -19,8 +19,8 @@ def register(subparsers) -> None:
                    help="library folder, created if missing (default: $STRIVED_LIBRARY or ./strived-library)")
     p.add_argument("--fps", type=float, default=10.0, help="sampling rate in frames per second (default 10)")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    p.add_argument("--detector", default="yolov3-tiny",
-                   help="yolov3-tiny (default, offline), onnx:PATH (YOLO-style ONNX) or hf:DIR "
+    p.add_argument("--detector", default=None,
+                   help="nanodet-g (default, offline), yolov3-tiny (offline), onnx:PATH (YOLO-style ONNX) or hf:DIR "
                         "(transformers object-detection folder)")
     p.add_argument("--ray", metavar="ADDRESS", default=None,
                    help="run perception as Ray tasks on this cluster ('local' starts one)")

@@ -37,8 +37,12 @@ BENCHES: dict[str, tuple[str, list[str], list[str]]] = {
     "retrieval": ("bench_retrieval.py", ["--sizes", "1000", "--bm25-sizes", "1000", "10000", "--reps", "5"], []),
     "calibration": ("bench_calibration.py", ["--videos", "200"], []),
     "app": ("bench_app.py", ["--videos", "1000"], []),
+    "egomotion": ("bench_egomotion.py", [], []),
+    "detection": ("bench_detection.py", ["--quick"], []),
 }
 BENCH_ORDER = tuple(BENCHES)
+# benchmarks that write their figures as JSON (``--json PATH``) instead of being parsed from stdout
+JSON_BENCHES = ("egomotion", "detection")
 
 
 def benchmarks_dir() -> Path:
@@ -255,8 +259,16 @@ def run_benchmarks(only: list[str] | None = None, *, quick: bool = False, bench_
         if echo:
             echo(f"[{k + 1}/{len(names)}] {name}: {r['command']}")
         t0 = time.perf_counter()
+        extra: list[str] = []
+        json_path = None
+        if name in JSON_BENCHES:
+            import tempfile
+
+            fd, json_path = tempfile.mkstemp(prefix=f"strived-bench-{name}-", suffix=".json")
+            os.close(fd)
+            extra = ["--json", json_path]
         try:
-            p = subprocess.run([sys.executable, str(path), *(qargs if quick else fargs)], cwd=repo, env=env,
+            p = subprocess.run([sys.executable, str(path), *(qargs if quick else fargs), *extra], cwd=repo, env=env,
                                capture_output=True, text=True, timeout=timeout_s, check=False)
             out_text, rc = p.stdout + ("\n" + p.stderr if p.stderr.strip() else ""), p.returncode
             status = "ok" if rc == 0 else "failed"
@@ -265,7 +277,15 @@ def run_benchmarks(only: list[str] | None = None, *, quick: bool = False, bench_
             rc, status = None, "timeout"
         r["wall_s"] = round(time.perf_counter() - t0, 1)
         r["rc"] = rc
-        parsed = PARSERS[name](out_text)
+        if json_path is not None:
+            try:
+                parsed = json.loads(Path(json_path).read_text(encoding="utf-8") or "{}")
+            except (OSError, ValueError):
+                parsed = {}
+            finally:
+                Path(json_path).unlink(missing_ok=True)
+        else:
+            parsed = PARSERS[name](out_text)
         if status == "ok" and not parsed:
             status = "unparsed"
         r["status"] = status
@@ -417,6 +437,7 @@ def bench_ratios(res: dict) -> list[dict]:
         rows.append(_row("targets", f"open library, {core.get('videos')} videos", core["open_ms"], "ms", 1000, "target",
                          _faster(1000, core["open_ms"]), "target",
                          "" if core.get("videos") == 10000 else "the target is set for 10,000 videos", "core"))
+    rows += _accuracy_rows(B)
     app = B.get("app", {})
     for key, label in (("search_stall", "UI stall p99 while searching"), ("index_stall", "UI stall p99 while indexing")):
         if key in app:
@@ -429,6 +450,49 @@ def bench_ratios(res: dict) -> list[dict]:
     if "seek" in app and "after_scan" in app["seek"]:
         rows.append(_row("targets", "player seek 720p, median", app["seek"]["after_scan"]["median_ms"], "ms", 50, "target",
                          _faster(50, app["seek"]["after_scan"]["median_ms"]), "target", "", "app"))
+    return rows
+
+
+def _accuracy_rows(B: dict) -> list[dict]:
+    """Perception accuracy against ground truth: ego motion (egomotion benchmark) and detection,
+    tracking and ranging (detection benchmark), as written by their ``--json`` files."""
+    rows: list[dict] = []
+    ego = B.get("egomotion") or {}
+    tg = ego.get("targets") or {"speed_mae": 1.0, "coverage": 0.8, "yaw_rate_mae": 0.03}
+    for seq, cams in (ego.get("sequences") or {}).items():
+        for cam, m in (cams or {}).items():
+            if not isinstance(m, dict) or "speed_mae" not in m:
+                continue
+            g = "ego motion vs ground truth (KITTI)"
+            rows.append(_row(g, f"{seq} ({cam} camera): speed MAE", m.get("speed_mae"), "m/s",
+                             tg["speed_mae"], "target", _faster(tg["speed_mae"], m.get("speed_mae")), "target",
+                             f"coverage {100 * (m.get('speed_coverage') or 0):.0f} % (target >= "
+                             f"{100 * tg['coverage']:.0f} %); accel MAE {_fmt_num(m.get('accel_mae'))} m/s²",
+                             "egomotion"))
+            rows.append(_row(g, f"{seq} ({cam} camera): yaw-rate MAE", m.get("yaw_rate_mae"), "rad/s",
+                             tg["yaw_rate_mae"], "target", _faster(tg["yaw_rate_mae"], m.get("yaw_rate_mae")),
+                             "target", f"coverage {100 * (m.get('yaw_rate_coverage') or 0):.0f} %", "egomotion"))
+    det = B.get("detection") or {}
+    g = "detection, tracking, ranging vs ground truth (KITTI 0000)"
+    for label, d in (det.get("detection") or {}).items():
+        if isinstance(d, dict) and "mean" in d:
+            per = ", ".join(f"{c} {d[c]['AP50']:.2f}" for c in ("car", "pedestrian", "bicycle")
+                            if isinstance(d.get(c), dict) and d[c].get("AP50") is not None)
+            rows.append(_row(g, f"detection AP@0.5 (mean), {label}", d["mean"]["AP50"], "", None, "", None,
+                             "accuracy", f"{per}; {_fmt_num(d.get('fps'))} frames/s", "detection"))
+    for label, t in (det.get("tracking") or {}).items():
+        if isinstance(t, dict) and "idf1" in t:
+            lab = t.get("labelled_only") or {}
+            rows.append(_row(g, f"tracking IDF1, {label}", t["idf1"], "", None, "", None, "accuracy",
+                             f"MOTA {t['mota']:.2f}; labelled objects only: IDF1 {lab.get('idf1', float('nan')):.2f}, "
+                             f"MOTA {lab.get('mota', float('nan')):.2f}", "detection"))
+    for label, r in (det.get("ranging") or {}).items():
+        if isinstance(r, dict) and r.get("distance_rel_median") is not None:
+            rows.append(_row(g, f"ranging, detector boxes, {label}: distance relative error (median)",
+                             r["distance_rel_median"], "", None, "", None, "accuracy",
+                             f"P90 {_fmt_num(r.get('distance_rel_p90'))}; |loc_x| median "
+                             f"{_fmt_num(r.get('loc_x_abs_median_m'))} m; {r.get('n_matched')} of "
+                             f"{r.get('n_gt')} labelled boxes matched", "detection"))
     return rows
 
 

@@ -142,7 +142,7 @@ def index_folder(folder: str | os.PathLike, library, *, sample_fps: float = 10.0
     that fails is recorded (status 'failed' and the error) and reported; the others go on. Files
     that failed before and have not changed are not retried unless ``retry_failed``.
 
-    ``detector``: a Detector instance, or a spec string (``yolov3-tiny``, ``onnx:PATH``, ``hf:DIR``).
+    ``detector``: a Detector instance, or a spec string (``nanodet-g``, ``yolov3-tiny``, ``onnx:PATH``, ``hf:DIR``).
     ``ray_address``: run per-video perception as Ray tasks on that cluster ('local' starts one).
     Returns an IndexReport; ``report.cancelled`` is True when ``cancel()`` stopped it.
     Raises FileNotFoundError for a missing folder, LibraryError when the library cannot be written.

@@ -48,6 +48,7 @@ class CameraModel:
     lane_width_m: float = DEFAULT_LANE_WIDTH_M
     focal_source: str = "assumed_fov"
     horizon_source: str = "default"
+    height_source: str = "default"   # "config" when camera.json gives camera_height_m
 
     @classmethod
     def from_frame_size(cls, width: int, height: int, hfov_deg: float = DEFAULT_HFOV_DEG) -> "CameraModel":
@@ -77,7 +78,7 @@ class CameraModel:
         elif cfg.get("horizon_frac") is not None:
             changes.update(horizon_y=float(cfg["horizon_frac"]) * height, horizon_source="config")
         if cfg.get("camera_height_m"):
-            changes["camera_height_m"] = float(cfg["camera_height_m"])
+            changes.update(camera_height_m=float(cfg["camera_height_m"]), height_source="config")
         if cfg.get("lane_width_m"):
             changes["lane_width_m"] = float(cfg["lane_width_m"])
         return replace(cam, **changes)

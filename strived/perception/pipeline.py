@@ -17,7 +17,7 @@ import numpy as np
 
 from ..jobs import CancelFn, ProgressFn, check_cancel, report
 from . import attributes, signals
-from .detect import CLASSES, Detector, make_detector
+from .detect import CLASSES, DEFAULT_DETECTOR, Detector, make_detector
 from .egomotion import EgoMotionEstimator
 from .geometry import (CameraModel, horizon_from_boxes, lane_rel_from_offset, load_camera_config,
                        range_boxes, smooth_series)
@@ -33,14 +33,14 @@ class PerceptionConfig:
     """Settings that change what perception produces (stored with every indexed video)."""
 
     sample_fps: float = 10.0
-    detector: str = "yolov3-tiny"
+    detector: str = DEFAULT_DETECTOR
     device: str = "auto"
     batch_size: int = 4
     work_width: int = 640          # width of the grayscale copy used for optical flow and lanes
     min_track_hits: int = 3        # tracks seen on fewer sampled frames are dropped as noise
     lost_buffer_s: float = 1.5     # how long a lost track may come back with the same id
     lanes: bool = True
-    speed_proxy: bool = False      # experimental road-flow speed (see egomotion.py); off: speed NaN
+    ego_speed: bool = True         # publish ego speed/accel estimated from the road (egomotion.py)
     smooth_window_s: float = 0.35  # per-track smoothing of distance / lateral offset ("median" filter)
     telemetry: bool = True         # read the camera's own GPS (NMEA/GPX sidecar, GoPro GPMF) when present
     signal_filter: str = "robust"  # "robust": Kalman/RTS + track quality + lane hysteresis (signals.py);
@@ -95,7 +95,8 @@ def perceive_video(path: str | os.PathLike, *, video_id: str | None = None,
     cam_cfg = camera_config if camera_config is not None else load_camera_config(path, root)
     W, H = probe.width, probe.height
     cam = CameraModel.from_config(W, H, cam_cfg) if cam_cfg else CameraModel.from_frame_size(W, H)
-    tracker = ByteTracker(lost_buffer_frames=max(1, int(round(cfg.lost_buffer_s * cfg.sample_fps))))
+    tracker = ByteTracker(lost_buffer_frames=max(1, int(round(cfg.lost_buffer_s * cfg.sample_fps))),
+                          **getattr(det, "tracker_params", {}))  # score thresholds suited to this detector
     ego = EgoMotionEstimator()
     timer = _Timer()
 
@@ -120,18 +121,19 @@ def perceive_video(path: str | os.PathLike, *, video_id: str | None = None,
             j = len(t_list)
             frame_idx.append(f.frame_idx)
             t_list.append(f.t_s)
-            pairs = tracker.update(d)
+            scale = min(1.0, cfg.work_width / f.image.shape[1])
+            small = cv2.resize(f.image, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA) \
+                if scale < 1.0 else f.image
+            gray = cv2.cvtColor(small, cv2.COLOR_BGR2GRAY)
+            ego.feed(gray, f.t_s, d[:, :4], cam, scale, classes=d[:, 5], scores=d[:, 4])
+            t0 = timer.add("ego_motion", t0)
+            # camera-motion compensation: the ego estimator's previous->current frame warp
+            pairs = tracker.update(d, warp=getattr(ego, "last_warp", None))
             for tid, di in pairs:
                 obs_pos.append(j)
                 obs_tid.append(tid)
                 obs_det.append(d[di])
             t0 = timer.add("track", t0)
-            scale = min(1.0, cfg.work_width / f.image.shape[1])
-            small = cv2.resize(f.image, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA) \
-                if scale < 1.0 else f.image
-            gray = cv2.cvtColor(small, cv2.COLOR_BGR2GRAY)
-            ego.feed(gray, f.t_s, d[:, :4], cam, scale)
-            t0 = timer.add("ego_motion", t0)
             lane_obs.append(detect_lanes(gray, cam.horizon_y, scale) if cfg.lanes else None)
             t0 = timer.add("lanes", t0)
             brightness.append(attributes.upper_brightness(gray))
@@ -228,7 +230,9 @@ def perceive_video(path: str | os.PathLike, *, video_id: str | None = None,
                             fields={f: np.asarray(fields[f], np.float32) for f in OBJECT_FIELDS},
                             bbox=d[:, :4].astype(np.float32), attrs=attrs))
     t0 = timer.add("ranging", t0)
-    ego_series = ego.series(cam, with_speed=cfg.speed_proxy)
+    ego_series = ego.series(cam)
+    if not cfg.ego_speed:
+        ego_series = _without_speed(ego_series)
     timer.add("ego_motion", t0)
 
     lanes_found = sum(1 for o in lane_obs if o is not None and o.left is not None and o.right is not None)
@@ -239,7 +243,10 @@ def perceive_video(path: str | os.PathLike, *, video_id: str | None = None,
         "lanes_found_frac": round(lanes_found / max(1, n), 3),
         "rotation_deg": probe.rotation_deg,
         "codec": probe.codec,
-        "speed_source": "optical_flow_proxy" if cfg.speed_proxy else None,
+        "speed_source": "video_ground_plane" if ego_series["status"]["speed"]["estimated"] else None,
+        "ego_motion": {"horizon_y": round(float(ego_series["horizon_y"]), 2),
+                       "horizon_source": ego_series["horizon_source"],
+                       **(ego_series.get("camera_estimate") or {})},
     }
     fps = probe.fps if probe.fps > 0 else (1.0 / float(np.median(np.diff(t_arr))) if n > 1 else 1.0)
     info = VideoInfo(id=video_id or path.stem, path=str(path.resolve()), fps=float(fps),
@@ -299,6 +306,10 @@ def _merge_telemetry(rec, path: Path, cam_cfg: dict | None, cfg: PerceptionConfi
                                              rec.ego.get("speed_conf", np.full(len(rec.t), np.nan)))
         rec.info.attrs["telemetry"] = {"source": tel.source, "fields": used,
                                        "alignment": getattr(tel, "alignment", None)}
+    conf = np.asarray(rec.ego.get("speed_conf", []), np.float64)
+    sp = np.asarray(rec.ego.get("speed", []), np.float64)
+    if "speed" in avail and conf.shape == sp.shape and np.isfinite(conf[np.isfinite(sp)]).any():
+        avail["speed"]["quality"] = float(np.nanmedian(conf[np.isfinite(sp)]))
     rec.info.attrs["availability"] = avail
 
 
@@ -317,4 +328,16 @@ def _smooth_lanes(t_s: np.ndarray, obs: list, window_s: float = 1.0, min_count: 
         if hi[i] - lo[i] >= min_count:
             p = np.median(params[lo[i]:hi[i]], axis=0)
             out[i] = ((p[0], p[1]), (p[2], p[3]))
+    return out
+
+
+def _without_speed(ego_series: dict) -> dict:
+    """Ego series with speed and accel withheld (``PerceptionConfig.ego_speed = False``)."""
+    out = dict(ego_series)
+    for k in ("speed", "accel", "speed_conf"):
+        out[k] = np.full(len(out[k]), np.nan)
+    out["status"] = dict(out["status"])
+    for k in ("speed", "accel"):
+        out["status"][k] = {"estimated": False, "coverage": 0.0, "reason": "disabled in the settings",
+                            "source": "video"}
     return out

@@ -3,8 +3,12 @@
 Constant-velocity Kalman filter over (cx, cy, aspect, height); association by IoU with
 ``scipy.optimize.linear_sum_assignment``: first high-score detections against all tracked and lost
 tracks (IoU fused with the score), then low-score detections against the still-unmatched tracked
-ones, then unconfirmed tracks; unmatched high detections start new tracks; a lost track is kept for
+ones, then (our addition) re-association of the high detections left over with confirmed tracks
+still unmatched by centre distance in box heights, a gate that widens with every missed frame, then
+unconfirmed tracks; unmatched high detections start new tracks; a lost track is kept for
 ``lost_buffer_frames`` frames so a missed detection or a short occlusion does not change its id.
+``update(dets, warp)`` first carries every track through the camera's frame-to-frame affine warp
+(camera-motion compensation), so a turn or a shake does not break IoU association.
 Tracking is class-agnostic (YOLO flips car/truck); each track's class is a score-weighted vote.
 """
 
@@ -49,6 +53,23 @@ class KalmanXYAH:
         mean = mean + k @ (z - self.H @ mean)
         cov = cov - k @ s @ k.T
         return mean, cov
+
+
+def warp_state(mean: np.ndarray, cov: np.ndarray, warp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Carry a [cx, cy, a, h, vcx, vcy, va, vh] state through a 2x3 affine image warp (camera motion
+    compensation): the centre maps through the affine, its velocity through the linear part, and the
+    height and its velocity scale with sqrt(|det|) of the linear part; the aspect is unchanged."""
+    w = np.asarray(warp, dtype=np.float64).reshape(2, 3)
+    m = w[:, :2]
+    s = float(np.sqrt(abs(np.linalg.det(m))))
+    t = np.zeros((8, 8))
+    t[0:2, 0:2] = m
+    t[4:6, 4:6] = m
+    t[2, 2] = t[6, 6] = 1.0
+    t[3, 3] = t[7, 7] = s
+    mean = t @ mean
+    mean[0:2] += w[:, 2]
+    return mean, t @ cov @ t.T
 
 
 def xyxy_to_xyah(b: np.ndarray) -> np.ndarray:
@@ -125,11 +146,14 @@ class ByteTracker:
 
     def __init__(self, *, high_thresh: float = 0.35, low_thresh: float = 0.1, new_track_thresh: float = 0.4,
                  match_thresh: float = 0.8, second_match_thresh: float = 0.5,
-                 unconfirmed_match_thresh: float = 0.7, lost_buffer_frames: int = 15):
+                 unconfirmed_match_thresh: float = 0.7, lost_buffer_frames: int = 15,
+                 reassoc_radius: float | None = 0.5, reassoc_growth: float = 0.1, reassoc_max_ratio: float = 1.5):
         self.high_thresh, self.low_thresh, self.new_track_thresh = high_thresh, low_thresh, new_track_thresh
         self.match_thresh, self.second_match_thresh = match_thresh, second_match_thresh
         self.unconfirmed_match_thresh = unconfirmed_match_thresh
         self.lost_buffer_frames = lost_buffer_frames
+        self.reassoc_radius, self.reassoc_growth = reassoc_radius, reassoc_growth
+        self.reassoc_max_ratio = reassoc_max_ratio
         self.kf = KalmanXYAH()
         self.tracks: list[Track] = []
         self.frame_id = 0
@@ -150,14 +174,25 @@ class ByteTracker:
         t.activated = True
         self.confirmed_ids.add(t.track_id)
 
-    def update(self, dets: np.ndarray) -> list[tuple[int, int]]:
-        """Advance one frame with this frame's detections; return (track_id, det_index) pairs."""
+    def update(self, dets: np.ndarray, warp: np.ndarray | None = None) -> list[tuple[int, int]]:
+        """Advance one frame with this frame's detections; return (track_id, det_index) pairs.
+
+        ``warp``: optional 2x3 affine mapping the previous frame's pixel coordinates to this frame's
+        (camera motion); every track's state is carried through it before prediction, so boxes of
+        objects that stand still in the world stay on them while the camera turns or shakes.
+        """
         self.frame_id += 1
         dets = np.asarray(dets, dtype=np.float64).reshape(-1, 6)
         scores = dets[:, 4]
         idx_high = np.nonzero(scores >= self.high_thresh)[0]
         idx_low = np.nonzero((scores >= self.low_thresh) & (scores < self.high_thresh))[0]
+        if warp is not None:
+            warp = np.asarray(warp, dtype=np.float64).reshape(2, 3)
+            if not np.isfinite(warp).all():
+                warp = None
         for t in self.tracks:
+            if warp is not None:
+                t.mean, t.cov = warp_state(t.mean, t.cov, warp)
             t.mean, t.cov = self.kf.predict(t.mean, t.cov)
         unconfirmed = [t for t in self.tracks if not t.activated and t.state == TRACKED]
         pool = [t for t in self.tracks if t.activated]
@@ -182,6 +217,20 @@ class ByteTracker:
             out.append((r_tracked[ti].track_id, int(idx_low[di])))
         for i in u_trk2:
             r_tracked[i].state = LOST
+
+        # 2b) re-association: high detections left over vs confirmed tracks still unmatched (lost now
+        # or earlier) by centre distance in box heights, a gate that widens with every missed frame,
+        # instead of IoU (a box predicted across a miss, or a fast crossing, rarely overlaps well)
+        if self.reassoc_radius is not None and len(rem_high):
+            taken = {tid for tid, _ in out}
+            waiting = [t for t in pool if t.track_id not in taken]
+            if waiting:
+                cost = self._reassoc_cost(waiting, dets[rem_high, :4])
+                matches, _, u_det = linear_assignment(cost, 1.0)
+                for ti, di in matches:
+                    self._take(waiting[ti], dets[rem_high[di]])
+                    out.append((waiting[ti].track_id, int(rem_high[di])))
+                rem_high = rem_high[u_det]
 
         # 3) tentative tracks vs remaining high detections
         iou = iou_matrix(np.array([t.box for t in unconfirmed]).reshape(-1, 4), dets[rem_high, :4])
@@ -215,6 +264,22 @@ class ByteTracker:
                 t.state = REMOVED
         self.tracks = [t for t in self.tracks if t.state != REMOVED]
         return out
+
+    def _reassoc_cost(self, tracks: list[Track], boxes: np.ndarray) -> np.ndarray:
+        """Centre distance between each track's predicted box and each box, in units of the larger box
+        height, over the gate ``reassoc_radius + reassoc_growth * (frames missed - 1)`` (so <= 1 is
+        inside); pairs whose heights differ by more than ``reassoc_max_ratio`` are excluded (inf)."""
+        zs = np.array([xyxy_to_xyah(b) for b in boxes]).reshape(-1, 4)
+        cost = np.full((len(tracks), len(zs)), np.inf)
+        for i, t in enumerate(tracks):
+            h = max(t.mean[3], 1e-3)
+            hz = np.maximum(zs[:, 3], 1e-3)
+            ratio = np.maximum(hz / h, h / hz)
+            gap = max(1, self.frame_id - t.last_frame)
+            gate = self.reassoc_radius + self.reassoc_growth * (gap - 1)
+            d = np.hypot(zs[:, 0] - t.mean[0], zs[:, 1] - t.mean[1]) / np.maximum(hz, h)
+            cost[i] = np.where(ratio <= self.reassoc_max_ratio, d / gate, np.inf)
+        return cost
 
     def predicted_boxes(self) -> dict[int, np.ndarray]:
         """Current Kalman boxes of confirmed, currently tracked tracks (for frames without detection)."""

@@ -4,8 +4,9 @@
 import numpy as np
 import pytest
 
-from strived.perception.detect import (CLASS_INDEX, COCO80, DetectorError, OnnxYoloDetector, label_map,
-                                       make_detector, postprocess)
+from strived.perception.detect import (CLASS_INDEX, COCO80, DEFAULT_DETECTOR, DetectorError, NanoDetDetector,
+                                       OnnxYoloDetector, _fixed_tiny_cfg, gfl_decode, label_map, make_detector,
+                                       postprocess)
 
 CAR, PED, BIKE = CLASS_INDEX["car"], CLASS_INDEX["pedestrian"], CLASS_INDEX["bicycle"]
 
@@ -157,9 +158,122 @@ def test_hf_tiny_yolos_from_local_folder(tmp_path):
 def test_detector_spec_for_a_user_model_path(tmp_path):
     from strived.perception.detect import DetectorError, detector_spec_for_path
 
-    assert detector_spec_for_path("") == "yolov3-tiny"
+    assert detector_spec_for_path("") == DEFAULT_DETECTOR
     (tmp_path / "m.onnx").write_bytes(b"")
     assert detector_spec_for_path(str(tmp_path / "m.onnx")) == f"onnx:{tmp_path / 'm.onnx'}"
     assert detector_spec_for_path(str(tmp_path)) == f"hf:{tmp_path}"
     with pytest.raises(DetectorError, match="onnx file or a transformers model folder"):
         detector_spec_for_path(str(tmp_path / "weights.bin"))
+
+
+def test_postprocess_can_merge_rider_into_cyclist_box():
+    dets = np.array([[400, 100, 440, 200, 0.8, PED], [395, 160, 450, 215, 0.7, BIKE]], np.float32)
+    merged = postprocess(dets.copy(), riders="merge")
+    assert merged.shape == (1, 6) and int(merged[0, 5]) == BIKE
+    np.testing.assert_allclose(merged[0, :4], [395, 100, 450, 215])
+    dropped = postprocess(dets.copy())
+    np.testing.assert_allclose(dropped[0, :4], [395, 160, 450, 215])
+
+
+def test_yolov3_tiny_cfg_mask_patch_touches_only_the_second_yolo_layer():
+    cfg = "[net]\nwidth=416\n[yolo]\nmask = 3,4,5\n[conv]\n[yolo]\nmask = 0,1,2\nanchors = 1,2\n"
+    fixed = _fixed_tiny_cfg(cfg)
+    assert fixed.count("mask = 3,4,5") == 1 and "mask = 1,2,3" in fixed and "0,1,2" not in fixed
+    assert _fixed_tiny_cfg(fixed) == fixed
+
+
+# ------------------------------------------------------------------------------------- NanoDet-g
+def test_gfl_decode_hand_built_tensor():
+    """Two stride-8 cells on a 3-wide grid: expectation over 11 bins x stride, centre at (k + 0.5) * stride."""
+    n_cls, bins, stride, grid_w = 6, 11, 8, 3
+    scores = np.zeros((6, n_cls), np.float32)
+    scores[4, 2] = 0.9            # cell 4 = (x 1, y 1): centre (12, 12)
+    scores[5, 0] = 0.05           # below threshold: not decoded
+    scores[2, 1], scores[2, 3] = 0.4, 0.6  # cell 2 = (x 2, y 0): centre (20, 4); class 3 wins
+    reg = np.full((6, 4 * bins), -30.0, np.float32)
+    for side, k in enumerate((1, 2, 3, 4)):        # cell 4: one-hot bins -> distances 8, 16, 24, 32
+        reg[4, side * bins + k] = 30.0
+    for side in range(4):                          # cell 2: half on bin 0, half on bin 2 -> 1 stride
+        reg[2, side * bins + 0] = reg[2, side * bins + 2] = 30.0
+    out = gfl_decode(scores, reg, stride, grid_w, 0.3, center_offset=0.5)
+    out = out[np.argsort(-out[:, 4])]
+    assert out.shape == (2, 6)
+    np.testing.assert_allclose(out[0], [12 - 8, 12 - 16, 12 + 24, 12 + 32, 0.9, 2], atol=1e-4)
+    np.testing.assert_allclose(out[1], [20 - 8, 4 - 8, 20 + 8, 4 + 8, 0.6, 3], atol=1e-4)
+    assert gfl_decode(scores[:0], reg[:0], stride, grid_w, 0.3).shape == (0, 6)
+
+
+@pytest.fixture(scope="module")
+def nanodet():
+    try:
+        return make_detector("nanodet-g", device="cpu")
+    except DetectorError as e:
+        pytest.skip(str(e))
+
+
+def test_default_detector_is_nanodet(nanodet):
+    assert DEFAULT_DETECTOR == "nanodet-g" and isinstance(nanodet, NanoDetDetector)
+    assert nanodet.config["detector"] == "nanodet-g" and nanodet.device == "cpu"
+
+
+def test_nanodet_runs_batched_on_synthetic_frames(nanodet):
+    rng = np.random.default_rng(0)
+    frames = [rng.integers(0, 255, (180, 320, 3), dtype=np.uint8), np.zeros((180, 320, 3), np.uint8)]
+    out = nanodet.detect(frames)
+    assert len(out) == 2 and all(o.ndim == 2 and o.shape[1] == 6 and o.dtype == np.float32 for o in out)
+    single = nanodet.detect(frames[:1])[0]
+    np.testing.assert_allclose(single, out[0], atol=1e-3)
+    mixed = nanodet.detect([frames[0], np.zeros((100, 90, 3), np.uint8)])     # different sizes
+    assert len(mixed) == 2
+    for o, f in zip(mixed, [frames[0], np.zeros((100, 90, 3))]):
+        assert (o[:, [0, 2]] <= f.shape[1]).all() and (o[:, [1, 3]] <= f.shape[0]).all()
+        assert set(o[:, 5].astype(int).tolist()) <= set(range(6))
+    w, h = nanodet.input_size(1242, 376)       # frame aspect kept, height padded up to a multiple of 32
+    assert w == nanodet.input_width and h % 32 == 0 and h - 32 < 376 * w / 1242 <= h
+
+
+def test_nanodet_finds_the_van_on_a_real_kitti_frame(nanodet, shared_dir):
+    import json
+
+    import cv2
+
+    video = shared_dir / "data" / "egomotion" / "kitti_raw_0005" / "video.mp4"
+    records = shared_dir / "data" / "bench-dev" / "records" / "kitti_0000_w00.json"
+    if not video.exists() or not records.exists():
+        pytest.skip("KITTI clip or records missing")
+    cap = cv2.VideoCapture(str(video))
+    ok, frame = cap.read()
+    cap.release()
+    assert ok
+    gt = [o for o in json.loads(records.read_text())["frames"][0]["objects"] if o["cls"] == "car"]
+    dets = nanodet.detect([frame])[0]
+    vehicles = dets[np.isin(dets[:, 5], [CAR, CLASS_INDEX["truck"], CLASS_INDEX["bus"]]) & (dets[:, 4] >= 0.3)]
+    from strived.perception.track import iou_matrix
+
+    iou = iou_matrix(np.array([g["bbox"] for g in gt]), vehicles[:, :4])
+    assert iou.max() >= 0.6
+
+
+def test_nanodet_missing_model_file(tmp_path):
+    with pytest.raises(DetectorError, match="not found"):
+        NanoDetDetector(model_path=tmp_path / "nope.onnx")
+
+
+def test_nanodet_without_onnxruntime_falls_back_to_opencv(nanodet, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)   # import onnxruntime -> ImportError
+    cv = NanoDetDetector(model_path=nanodet.model_path)
+    assert cv.runtime == "opencv-dnn"
+    rng = np.random.default_rng(1)
+    frame = (rng.random((200, 360, 3)) * 255).astype(np.uint8)
+    frame[60:160, 100:260] = (40, 40, 200)
+    a, b = nanodet.detect([frame])[0], cv.detect([frame])[0]
+    assert a.shape == b.shape
+    np.testing.assert_allclose(a, b, atol=0.05)
+    x = rng.standard_normal((1, 3, 96, 160)).astype(np.float32)      # raw head outputs agree too
+    ra = {o.shape: o for o in map(np.asarray, nanodet._forward(x))}
+    rb = {o.shape: o for o in map(np.asarray, cv._forward(x))}
+    assert ra.keys() == rb.keys() and len(ra) == 6
+    for k in ra:
+        np.testing.assert_allclose(ra[k], rb[k], atol=1e-3)

@@ -8,6 +8,7 @@ pytestmark = pytest.mark.slow
 def test_index_with_local_ray(tmp_path, make_video):
     ray = pytest.importorskip("ray")
     from strived.indexing.job import index_folder
+    from strived.perception.detect import DEFAULT_DETECTOR
     from strived.store.library import Library
 
     src = tmp_path / "v"
@@ -20,7 +21,7 @@ def test_index_with_local_ray(tmp_path, make_video):
             rep = index_folder(src, lib, ray_address="local")
             assert rep.indexed == ["a"] and len(rep.failed) == 1 and "cannot decode" in rep.failed[0][1]
             rec = lib.get_video("a")
-            assert len(rec.t) == 12 and rec.info.attrs["perception"]["detector"] == "yolov3-tiny"
+            assert len(rec.t) == 12 and rec.info.attrs["perception"]["detector"] == DEFAULT_DETECTOR
             assert lib.conn.execute("SELECT COUNT(*) FROM thumbnails").fetchone()[0] == 1
             rep2 = index_folder(src, lib, ray_address="local")
             assert rep2.indexed == [] and rep2.unchanged == 1

@@ -1,6 +1,7 @@
 """ByteTrack on synthetic boxes: ids survive crossings and missed frames."""
 
 import numpy as np
+import pytest
 
 from strived.perception.track import ByteTracker, iou_matrix, linear_assignment
 
@@ -68,3 +69,63 @@ def test_class_vote_is_score_weighted():
               [_det(102, 100, score=0.9, cls=0)]]
     tr, ids = _run(frames)
     assert tr.track_class(1) == 0
+
+
+def _ids(frames, warps=None, **kw):
+    tr = ByteTracker(**kw)
+    seen = []
+    for k, dets in enumerate(frames):
+        pairs = tr.update(np.array(dets, dtype=np.float32).reshape(-1, 6), warp=warps[k] if warps else None)
+        seen.append({di: tid for tid, di in pairs})
+    return tr, seen
+
+
+def test_reassociation_after_one_second_miss_keeps_id():
+    # A car drifts right 12 px/frame while growing; detections vanish for 10 frames (1 s at 10 fps),
+    # then come back 60 px ahead of the prediction: IoU with the predicted box is too low, the
+    # re-association gate (centre distance in box heights, widened per missed frame) still holds.
+    frames = []
+    for k in range(30):
+        if 10 <= k < 20:
+            frames.append([])
+            continue
+        w, h = 60 + 2 * k, 40 + 1.3 * k
+        x = 100 + 12 * k + (60 if k >= 20 else 0)        # it sped up while unseen
+        frames.append([[x, 200 - h / 2, x + w, 200 + h / 2, 0.9, 0]])
+    _, plain = _ids(frames, reassoc_radius=None)
+    _, reassoc = _ids(frames)
+    assert len({i for d in plain for i in d.values()}) == 2          # plain IoU association loses it
+    assert len({i for d in reassoc for i in d.values()}) == 1
+
+
+def test_reassociation_does_not_grab_a_far_box():
+    frames = [[_det(100 + 5 * k, 100)] for k in range(5)] + [[] for _ in range(3)]
+    frames += [[_det(700, 250)] for _ in range(3)]                  # another object, far away
+    _, ids = _ids(frames)
+    assert ids[0][0] != ids[-1][0]
+
+
+def test_warp_compensation_keeps_id_under_large_global_shift():
+    # The camera pans: everything static moves 90 px left per frame (more than the 60 px box width).
+    frames, warps = [], []
+    for k in range(12):
+        frames.append([_det(900 - 90 * k, 150), _det(1000 - 90 * k, 260, w=40, h=80)])
+        warps.append(None if k == 0 else np.array([[1.0, 0.0, -90.0], [0.0, 1.0, 0.0]]))
+    _, plain = _ids(frames, reassoc_radius=None)
+    _, comp = _ids(frames, warps, reassoc_radius=None)
+    assert len({i for d in plain for i in d.values()}) > 2
+    assert {d[0] for d in comp} == {comp[0][0]} and {d[1] for d in comp} == {comp[0][1]}
+
+
+def test_warp_state_maps_centre_velocity_and_scale():
+    from strived.perception.track import KalmanXYAH, warp_state, xyah_to_xyxy
+
+    kf = KalmanXYAH()
+    mean, cov = kf.initiate(np.array([100.0, 50.0, 1.5, 40.0]))
+    mean[4:6] = [3.0, -1.0]
+    warp = np.array([[2.0, 0.0, 10.0], [0.0, 2.0, -5.0]])       # zoom x2 then shift
+    m2, c2 = warp_state(mean, cov, warp)
+    np.testing.assert_allclose(m2[:4], [210.0, 95.0, 1.5, 80.0])
+    np.testing.assert_allclose(m2[4:6], [6.0, -2.0])
+    np.testing.assert_allclose(xyah_to_xyxy(m2), np.array([150, 55, 270, 135], float))
+    assert c2[0, 0] == pytest.approx(4 * cov[0, 0]) and np.all(np.linalg.eigvalsh(c2) > 0)

@@ -1,0 +1,191 @@
+"""Ego-motion benchmark: speed, acceleration and yaw rate from video against KITTI ground truth.
+
+    .venv/bin/python benchmarks/bench_egomotion.py [--data ../shared/data] [--detector yolov3-tiny|none]
+        [--fps 10] [--json PATH]
+
+Runs the real pipeline (``perceive_video``: decode, detector, tracker, ego motion) on each sequence
+of ``DATA/egomotion/`` twice:
+
+  (a) "calib":     camera.json from the KITTI calibration (focal, c_x, horizon = c_y, height 1.65 m);
+  (b) "estimated": no camera.json (assumed 90 deg FOV, 1.3 m height, horizon from cars/lanes/flow).
+
+Prints per sequence and camera: speed MAE (m/s), speed bias (median error), accel MAE (m/s^2),
+yaw-rate MAE (rad/s), coverage (share of sampled frames with a value) and the median speed
+confidence, against the ground truth of the sampled frames (``gt.csv`` row = the frame's index).
+``run(data_dir) -> dict`` returns the same numbers (``strived bench``). Skips when the data is absent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+SEQUENCES = ("kitti_raw_0005", "kitti_odometry_06", "kitti_odometry_01")
+KITTI_CAMERA_HEIGHT_M = 1.65
+GT_COLUMNS = {"speed": ("vf_mps", "speed_mps"), "accel": ("af_mps2", "accel_mps2"),
+              "yaw_rate": ("wu_yaw_rate_left_rps", "yaw_rate_left_rps")}
+TARGETS = {"speed_mae": 1.0, "coverage": 0.8, "yaw_rate_mae": 0.03}
+
+
+def egomotion_dir(data_dir: str | Path) -> Path:
+    """``data_dir`` may be the shared data root or its ``egomotion`` folder."""
+    p = Path(data_dir)
+    return p if (p / SEQUENCES[0]).is_dir() or p.name == "egomotion" else p / "egomotion"
+
+
+def read_gt(seq_dir: Path) -> dict[str, np.ndarray]:
+    with open(seq_dir / "gt.csv", newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    out = {"frame": np.array([int(r["frame"]) for r in rows]), "t_s": np.array([float(r["t_s"]) for r in rows])}
+    for field, names in GT_COLUMNS.items():
+        col = next(c for c in names if c in rows[0])
+        out[field] = np.array([float(r[col]) for r in rows])
+    return out
+
+
+def read_kitti_projection(seq_dir: Path) -> np.ndarray:
+    """The 3x4 projection matrix of the camera the video shows (P_rect_02 for raw, P0 for odometry)."""
+    for name, key in (("calib_cam_to_cam.txt", "P_rect_02:"), ("calib.txt", "P0:")):
+        f = seq_dir / name
+        if not f.exists():
+            continue
+        lines = f.read_text(encoding="utf-8").splitlines()
+        for ln in lines:
+            if ln.startswith(key):
+                return np.array([float(v) for v in ln.split()[1:13]]).reshape(3, 4)
+        for ln in lines:  # odometry calib files without keys: first line is P0
+            vals = ln.split()
+            if len(vals) >= 12:
+                try:
+                    return np.array([float(v) for v in vals[:12]]).reshape(3, 4)
+                except ValueError:
+                    continue
+    raise FileNotFoundError(f"no KITTI calibration in {seq_dir}")
+
+
+def kitti_camera_config(seq_dir: Path, width: int) -> dict:
+    P = read_kitti_projection(seq_dir)
+    return {"focal_px": float(P[0, 0]), "cx": float(P[0, 2]), "horizon_y": float(P[1, 2]),
+            "camera_height_m": KITTI_CAMERA_HEIGHT_M, "width": int(width)}
+
+
+class NoDetector:
+    """A detector that finds nothing (to time / test ego motion without the detector's boxes)."""
+
+    name = "none"
+    device = "cpu"
+    config = {"detector": "none"}
+
+    def detect(self, frames):
+        return [np.zeros((0, 6), np.float32) for _ in frames]
+
+
+def _mae(est: np.ndarray, gt: np.ndarray) -> float:
+    ok = np.isfinite(est) & np.isfinite(gt)
+    return float(np.mean(np.abs(est[ok] - gt[ok]))) if ok.any() else float("nan")
+
+
+def evaluate_sequence(seq_dir: Path, camera: str, detector, fps: float = 10.0) -> dict:
+    from strived.perception.pipeline import PerceptionConfig, perceive_video
+    from strived.perception.video import probe_video
+
+    gt = read_gt(seq_dir)
+    video = seq_dir / "video.mp4"
+    probe = probe_video(video)
+    cam_cfg = kitti_camera_config(seq_dir, probe.width) if camera == "calib" else {}
+    cfg = PerceptionConfig(sample_fps=fps, telemetry=False) if "telemetry" in PerceptionConfig.__dataclass_fields__ \
+        else PerceptionConfig(sample_fps=fps)
+    t0 = time.perf_counter()
+    # camera_config={} means "no camera.json": perceive_video falls back to the estimated camera
+    res = perceive_video(video, video_id=seq_dir.name, config=cfg, detector=detector,
+                         camera_config=cam_cfg, root=seq_dir)
+    wall = time.perf_counter() - t0
+    rec = res.records
+    rows = np.searchsorted(gt["frame"], rec.frame_idx)
+    rows = np.clip(rows, 0, len(gt["frame"]) - 1)
+    out = {"frames": int(len(rec.t)), "wall_s": round(wall, 2),
+           "ego_ms_per_frame": round(1000.0 * res.timings_s.get("ego_motion", 0.0) / max(1, len(rec.t)), 1)}
+    for field in ("speed", "accel", "yaw_rate"):
+        est = np.asarray(rec.ego[field], np.float64)
+        out[f"{field}_mae"] = _mae(est, gt[field][rows])
+        out[f"{field}_coverage"] = float(np.isfinite(est).mean()) if len(est) else 0.0
+    sp = np.asarray(rec.ego["speed"], np.float64)
+    ok = np.isfinite(sp)
+    out["speed_bias"] = float(np.median(sp[ok] - gt["speed"][rows][ok])) if ok.any() else float("nan")
+    out["coverage"] = out["speed_coverage"]
+    conf = np.asarray(rec.ego.get("speed_conf", np.full(len(sp), np.nan)), np.float64)
+    out["speed_conf_median"] = float(np.nanmedian(conf)) if np.isfinite(conf).any() else float("nan")
+    cam = rec.info.attrs.get("camera", {})
+    out["camera"] = {k: cam.get(k) for k in ("focal_px", "cx", "horizon_y", "camera_height_m", "horizon_source")}
+    out["ego_horizon"] = rec.info.attrs.get("ego_motion", {})
+    return out
+
+
+def run(data_dir: str | Path, detector: str = "yolov3-tiny", fps: float = 10.0) -> dict:
+    """Evaluate every sequence with (a) the KITTI camera and (b) the estimated camera."""
+    root = egomotion_dir(data_dir)
+    if not all((root / s / "video.mp4").exists() for s in SEQUENCES):
+        return {"status": "skipped", "reason": f"KITTI ego-motion sequences not found under {root}"}
+    if detector == "none":
+        det = NoDetector()
+    else:
+        from strived.perception.detect import make_detector
+
+        det = make_detector(detector, "cpu")
+    results: dict = {"status": "ok", "detector": detector, "fps": fps, "targets": TARGETS, "sequences": {}}
+    for camera in ("calib", "estimated"):
+        for seq in SEQUENCES:
+            r = evaluate_sequence(root / seq, camera, det, fps)
+            results["sequences"].setdefault(seq, {})[camera] = r
+    for camera in ("calib", "estimated"):
+        rs = [results["sequences"][s][camera] for s in SEQUENCES]
+        results[f"meets_targets_{camera}"] = bool(all(
+            r["speed_mae"] <= TARGETS["speed_mae"] and r["coverage"] >= TARGETS["coverage"]
+            and r["yaw_rate_mae"] <= TARGETS["yaw_rate_mae"] for r in rs))
+    return results
+
+
+def print_results(res: dict) -> None:
+    if res.get("status") != "ok":
+        print(f"skip: {res.get('reason')}")
+        return
+    print(f"detector {res['detector']}, sampled at {res['fps']} fps; targets: speed MAE <= "
+          f"{TARGETS['speed_mae']} m/s, coverage >= {TARGETS['coverage']:.0%}, yaw-rate MAE <= "
+          f"{TARGETS['yaw_rate_mae']} rad/s")
+    hdr = (f"{'sequence':20s} {'camera':9s} {'speed MAE':>9s} {'bias':>6s} {'accel MAE':>9s} "
+           f"{'yaw MAE':>8s} {'coverage':>8s} {'conf':>5s} {'horizon':>8s} {'ego ms/fr':>9s}")
+    print(hdr)
+    for camera in ("calib", "estimated"):
+        for seq, by_cam in res["sequences"].items():
+            r = by_cam[camera]
+            hz = r.get("ego_horizon", {}).get("horizon_y")
+            print(f"{seq:20s} {camera:9s} {r['speed_mae']:9.3f} {r['speed_bias']:+6.2f} {r['accel_mae']:9.3f} "
+                  f"{r['yaw_rate_mae']:8.4f} {r['coverage']:8.1%} {r['speed_conf_median']:5.2f} "
+                  f"{(hz if hz is not None else float('nan')):8.1f} {r['ego_ms_per_frame']:9.1f}")
+        print(f"  {camera}: meets targets on every sequence: {res[f'meets_targets_{camera}']}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    here = Path(__file__).resolve().parents[1]
+    ap.add_argument("--data", default=str(here.parent / "shared" / "data"))
+    ap.add_argument("--detector", default="yolov3-tiny", help="yolov3-tiny (default) or none")
+    ap.add_argument("--fps", type=float, default=10.0)
+    ap.add_argument("--json", default=None, help="write the numbers to this JSON file")
+    args = ap.parse_args()
+    sys.path.insert(0, str(here))
+    res = run(args.data, detector=args.detector, fps=args.fps)
+    print_results(res)
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=1, default=float), encoding="utf-8")
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
