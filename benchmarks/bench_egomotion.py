@@ -1,6 +1,6 @@
 """Ego-motion benchmark: speed, acceleration and yaw rate from video against KITTI ground truth.
 
-    .venv/bin/python benchmarks/bench_egomotion.py [--data ../shared/data] [--detector yolov3-tiny|none]
+    .venv/bin/python benchmarks/bench_egomotion.py [--data ../shared/data] [--detector nanodet-g|yolov3-tiny|none]
         [--fps 10] [--json PATH]
 
 Runs the real pipeline (``perceive_video``: decode, detector, tracker, ego motion) on each sequence
@@ -127,7 +127,7 @@ def evaluate_sequence(seq_dir: Path, camera: str, detector, fps: float = 10.0) -
     return out
 
 
-def run(data_dir: str | Path, detector: str = "yolov3-tiny", fps: float = 10.0) -> dict:
+def run(data_dir: str | Path, detector: str = "nanodet-g", fps: float = 10.0) -> dict:
     """Evaluate every sequence with (a) the KITTI camera and (b) the estimated camera."""
     root = egomotion_dir(data_dir)
     if not all((root / s / "video.mp4").exists() for s in SEQUENCES):
@@ -175,7 +175,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     here = Path(__file__).resolve().parents[1]
     ap.add_argument("--data", default=str(here.parent / "shared" / "data"))
-    ap.add_argument("--detector", default="yolov3-tiny", help="yolov3-tiny (default) or none")
+    ap.add_argument("--detector", default="nanodet-g", help="nanodet-g (default), yolov3-tiny or none")
     ap.add_argument("--fps", type=float, default=10.0)
     ap.add_argument("--json", default=None, help="write the numbers to this JSON file")
     args = ap.parse_args()

@@ -63,6 +63,8 @@ STATIC_MIN_CORNER = 20.0        # ... with corners (min eigenvalue of the struct
 MOVING_FLOW_PX = 1.0            # median background flow above this: the scene moves
 STILL_FLOW_PX = 0.3             # median background flow below this (and road still): nothing moves
 STILL_SPEED_MPS = 0.4
+STILL_CHECK_SPEED_MPS = 2.0     # a road fit slower than this must agree with a still background
+MIN_STATIONARY_STEPS = 3        # consecutive still pairs needed to call the ego stopped
 DARK_MEAN_GRAY = 45.0           # darker frames (median): speed confidence reduced
 DARK_ROAD_GRAY = 20.0           # a road region darker than this is not used at all
 ROAD_DELAY_FRAMES = 10          # road fits run this many frames late (static mask learnt first)
@@ -114,6 +116,7 @@ class _Step:
     objects_move: bool          # something in the image moves (boxes or local change)
     brightness: float
     bg_flow_px: float = math.nan          # median background flow (work px)
+    bg_flow_p75: float = math.nan         # its 75th percentile (static overlays cannot pull it down)
     rates: tuple = (math.nan, math.nan, math.nan)   # far-point yaw (+left), pitch, roll rates (rad/s)
     road_pixels: int = 0                  # textured road pixels available
     ground: dict | None = None            # direct fit: q, cov, horizon_y, horizon_var, samples, ...
@@ -258,7 +261,9 @@ class EgoMotionEstimator:
             a, b, good = _track(prev, gray, p_bg.reshape(-1, 2), lk)
             a, b = a[good], b[good]
             if len(a) >= 8:
-                step.bg_flow_px = float(np.median(np.linalg.norm(b - a, axis=1)))
+                mags = np.linalg.norm(b - a, axis=1)
+                step.bg_flow_px = float(np.median(mags))
+                step.bg_flow_p75 = float(np.percentile(mags, 75))
                 M, inl = cv2.estimateAffinePartial2D(a, b, method=cv2.RANSAC,
                                                      ransacReprojThreshold=2.0, maxIters=500)
                 if M is not None and inl is not None and inl.sum() >= 8:
@@ -512,11 +517,14 @@ class EgoMotionEstimator:
                 reasons["speed"] = reasons["accel"] = reasons["yaw_rate"] = REASON_NOT_ROAD
             v[:] = w_road[:] = p_rate[:] = np.nan
         for k, st in enumerate(self.steps):
-            # "the road stands still" while the background sweeps by without a turn: contradiction
-            if np.isfinite(v[k]) and abs(v[k]) < 1.0 and np.isfinite(st.bg_flow_px) \
-                    and st.bg_flow_px > 3.0 * MOVING_FLOW_PX:
+            # "the road stands still" while the background sweeps by without a turn: contradiction.
+            # A textureless or washed-out road (glare, compression) fits "no motion" about as well
+            # as any motion; such a fit is a measurement only when the rest of the scene agrees.
+            bg = st.bg_flow_p75 if np.isfinite(st.bg_flow_p75) else st.bg_flow_px
+            if np.isfinite(v[k]) and abs(v[k]) < STILL_CHECK_SPEED_MPS and np.isfinite(bg) \
+                    and bg > MOVING_FLOW_PX:
                 rot_px = abs(st.rates[0] * st.dt * cam.focal_px * self._scale) if np.isfinite(st.rates[0]) else 0.0
-                if rot_px < 0.5 * st.bg_flow_px:
+                if rot_px < 0.8 * bg:  # a pure rotation moves every background point alike
                     v[k] = w_road[k] = p_rate[k] = np.nan
         # a car cannot turn on the spot: |yaw rate| <= |v| / MIN_TURN_RADIUS_M (+ noise). Turning
         # "without moving" is far scenery fitted as road (an upside-down camera, no road in view)
@@ -541,7 +549,8 @@ class EgoMotionEstimator:
         for k, st in enumerate(self.steps):
             if st.frozen:
                 continue
-            bg_still = np.isfinite(st.bg_flow_px) and st.bg_flow_px < STILL_FLOW_PX
+            bg_still = (np.isfinite(st.bg_flow_px) and st.bg_flow_px < STILL_FLOW_PX
+                        and not (np.isfinite(st.bg_flow_p75) and st.bg_flow_p75 > MOVING_FLOW_PX))
             road_still = (not np.isfinite(v[k])) or abs(v[k]) < STILL_SPEED_MPS
             if bg_still and road_still:
                 still[k] = True
@@ -551,6 +560,21 @@ class EgoMotionEstimator:
                     w_road[k], w_road_sd[k] = 0.0, YAW_SIGMA_FLOOR
                 else:  # nothing moves anywhere: a parked car and a frozen feed look the same
                     v[k] = v_sd[k] = np.nan
+        # a car does not stop for one frame pair in the middle of a drive: a still stretch counts
+        # as stationary only when it lasts (one glare-washed pair reads as "nothing moves")
+        k = 0
+        while k < m:
+            if not stationary_step[k]:
+                k += 1
+                continue
+            e = k
+            while e < m and stationary_step[e]:
+                e += 1
+            if e - k < MIN_STATIONARY_STEPS and not (k == 0 and e == m):
+                stationary_step[k:e] = False
+                v[k:e] = v_sd[k:e] = np.nan
+                w_road[k:e] = np.nan
+            k = e
         # speed and accel: constant-acceleration smoother, measurements at each interval's middle
         zs = np.full(n, np.nan)
         rs = np.full(n, np.nan)
