@@ -512,9 +512,14 @@ class EgoMotionEstimator:
                 # the road pixels barely change between frames: smooth asphalt, blur or compression
                 why = "night: too dark for road texture" if reasons.get("dark") else REASON_SMOOTH
                 reasons["speed"] = reasons["accel"] = why
-            else:  # yaw too: a sideways or upside-down camera turns its sign and axis
-                w_far_off = True
-                reasons["speed"] = reasons["accel"] = reasons["yaw_rate"] = REASON_NOT_ROAD
+            else:
+                reasons["speed"] = reasons["accel"] = REASON_NOT_ROAD
+                # yaw too when the camera is sideways (portrait frames) or upside down: that turns
+                # the far points' sign and axis. A landscape, upright view whose road does not fit
+                # (bonnet, tilt, a busy street) still shows the scenery rotating: keep far-point yaw
+                if self._sideways_or_upside_down(cam):
+                    w_far_off = True
+                    reasons["yaw_rate"] = REASON_NOT_ROAD
             v[:] = w_road[:] = p_rate[:] = np.nan
         for k, st in enumerate(self.steps):
             # "the road stands still" while the background sweeps by without a turn: contradiction.
@@ -543,9 +548,12 @@ class EgoMotionEstimator:
         if not not_road and attempted >= 5 and np.isfinite(v).sum() < 0.3 * attempted:
             spin = [True]
         if spin and np.mean(spin) > 0.25 and not not_road:
-            not_road = w_far_off = True
+            not_road = True
             v[:] = w_road[:] = p_rate[:] = np.nan
-            reasons["speed"] = reasons["accel"] = reasons["yaw_rate"] = REASON_NOT_ROAD
+            reasons["speed"] = reasons["accel"] = REASON_NOT_ROAD
+            if self._sideways_or_upside_down(cam):
+                w_far_off = True
+                reasons["yaw_rate"] = REASON_NOT_ROAD
         for k, st in enumerate(self.steps):
             if st.frozen:
                 continue
@@ -640,6 +648,10 @@ class EgoMotionEstimator:
             status[f] = _status(cov > 0, cov, r)
         out["status"] = status
         return out
+
+    def _sideways_or_upside_down(self, cam: CameraModel) -> bool:
+        """A camera mounted sideways (portrait frames: dashcams record landscape) or upside down."""
+        return cam.height > cam.width or self._upside_down()
 
     def _upside_down(self) -> bool:
         """Sky and scenery below the road? In daylight the top third (sky, trees, buildings) is
