@@ -27,6 +27,7 @@ TURN_MIN_RAD = 0.6          # net heading change within TURN_WINDOW_S that count
 STOP_SPEED_MPS = 0.5
 MOVING_SPEED_MPS = 3.0
 HARD_BRAKE_DROP_MPS = 4.0   # speed drop within BRAKE_WINDOW_S
+JOLT_RAD_S = 0.4            # a sudden shake of the camera (impact, hard bump): ego "jolt" above this
 BRAKE_WINDOW_S = 2.0
 APPROACH_WINDOW_S = 4.0
 APPROACH_MIN_M = 8.0
@@ -113,6 +114,9 @@ def ego_phrases(rec: VideoRecords, t0_s: float | None = None, t1_s: float | None
         _, drop = _max_change(tt, speed, BRAKE_WINDOW_S)
         if drop >= HARD_BRAKE_DROP_MPS:
             out.append("ego brakes hard, sharp slowdown")
+    jolt = rec.ego.get("jolt", np.full(len(t), np.nan))[m]
+    if np.isfinite(jolt).any() and float(np.nanmax(jolt)) >= JOLT_RAD_S:
+        out.append("the camera jolts suddenly, a hard shake or impact")
     yaw = rec.ego.get("yaw_rate", np.full(len(t), np.nan))[m]
     if np.isfinite(yaw).sum() >= 2:
         left, right = _max_change(tt, _heading(tt, yaw), TURN_WINDOW_S)

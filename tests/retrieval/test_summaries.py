@@ -65,3 +65,21 @@ def test_segment_bounds_follow_real_times():
                                        "frames": [{"i": i * 3, "t": i * 0.1 + 1.0} for i in range(95)]})
     b = segment_bounds(rec, 4.0)
     assert b[0][0] == 1.0 and len(b) == 3 and b[-1][1] >= rec.t[-1]
+
+
+def test_ego_phrases_read_speed_and_jolt_only_where_known():
+    import numpy as np
+
+    from strived.retrieval.describe import ego_phrases
+    from tests.core.synth import synth_video
+
+    rec = synth_video("j", seed=3)
+    rec.ego["speed"][:] = 0.0
+    rec.ego["jolt"] = np.zeros(len(rec.t))
+    rec.ego["jolt"][40] = 0.9
+    words = " ".join(ego_phrases(rec))
+    assert "standing still" in words and "jolts" in words
+    rec.ego["speed"][:] = np.nan            # not estimated: no claim about speed at all
+    rec.ego["jolt"][:] = np.nan
+    words = " ".join(ego_phrases(rec))
+    assert "standing still" not in words and "km/h" not in words and "jolts" not in words
