@@ -20,6 +20,9 @@ def register(subparsers) -> None:
                    help="use the relevance marks stored in the AUX library as labels")
     p.add_argument("--benchmark-labels", action="store_true",
                    help="AUX is a benchmark folder: use its queries.json/events.csv labels")
+    p.add_argument("--benchmark", default=None, metavar="BENCH",
+                   help="use the labels of benchmark folder BENCH (its queries.json/events.csv) for the "
+                        "videos of AUX (e.g. a library where BENCH's videos were indexed)")
     p.add_argument("--extractor", choices=["lexicon", "llm"], default="lexicon",
                    help="caption event extractor (llm falls back to the lexicon per caption)")
     p.add_argument("--proposer", choices=["optimizer", "llm"], default="optimizer")
@@ -106,10 +109,12 @@ def run(args) -> int:
         if bench is None:
             raise StrivedError("--benchmark-labels needs AUX to be a benchmark folder")
         labels = labels.merge(labels_from_benchmark(bench, vids))
+    if args.benchmark:
+        labels = labels.merge(labels_from_benchmark(args.benchmark, vids))
     labels.videos = list(vids)
     if not any(labels.positives.values()):
-        raise StrivedError("no weak labels: give --captions, --labels, --marks or "
-                           "--benchmark-labels")
+        raise StrivedError("no weak labels: give --captions, --labels, --marks, "
+                           "--benchmark-labels or --benchmark")
     kw = dict(proposer=args.proposer, llm=llm, seed=args.seed, target_ap=args.target_ap,
               max_iterations=args.max_iterations)
     prov = {"corpus": f"{args.aux} ({len(vids)} videos with records)",
