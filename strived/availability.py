@@ -94,6 +94,52 @@ def field_available(avail: dict | None, field: str) -> bool | None:
     return e.get("status") in ("estimated", "partial", "no_objects")
 
 
+FIELD_WORDS = {"speed": "ego speed", "accel": "ego acceleration", "yaw_rate": "ego yaw rate",
+               "heading": "ego heading", "jolt": "camera jolt", "distance": "distance",
+               "loc_x": "lateral offset", "abs_loc_x": "lateral offset", "loc_z": "depth",
+               "lane_rel": "lane"}
+
+
+def unjudgeable(avails: dict[str, dict], rule, videos=None) -> dict[str, list[str]]:
+    """{video_id: [fields it has no values for]} among ``videos`` (default: all): the videos
+    ``rule`` cannot evaluate, because a hard gate reads a field the video does not have, or every
+    soft score does. (A soft score on a missing field among others that are present scores 0 for
+    that term, as the formula says.) Videos without an availability record are judged."""
+    gates = list(dict.fromkeys(g.field for g in rule.hard_gates))
+    softs = list(dict.fromkeys(s.field for s in rule.soft_scores))
+    out: dict[str, list[str]] = {}
+    for vid in (avails if videos is None else videos):
+        av = avails.get(vid)
+        if not av:
+            continue
+        miss = [f for f in gates if field_available(av, f) is False]
+        miss_soft = [f for f in softs if field_available(av, f) is False]
+        if softs and len(miss_soft) == len(softs):
+            miss += [f for f in miss_soft if f not in miss]
+        if miss:
+            out[vid] = miss
+    return out
+
+
+def unjudged_notice(unjudged: dict[str, list[str]], avails: dict[str, dict], n_videos: int) -> str | None:
+    """One line for the user: how many videos the rule source could not judge, and why."""
+    if not unjudged:
+        return None
+    why: dict[str, int] = {}
+    for vid, fields in unjudged.items():
+        for f in fields:
+            e = (avails.get(vid) or {}).get(DERIVED_FROM.get(f, f)) or {}
+            key = f"{FIELD_WORDS.get(f, f)} not " + ("in the imported records" if e.get("source") == "records"
+                                                    else "estimated from video")
+            reason = e.get("reason")
+            if reason and e.get("source") != "records":
+                key += f" ({reason})"
+            why[key] = why.get(key, 0) + 1
+    parts = "; ".join(f"{k}: {n}" for k, n in sorted(why.items(), key=lambda kv: -kv[1])[:4])
+    return (f"rule source could not judge {len(unjudged)} of {n_videos} videos (they are not ranked by "
+            f"the rule, neither as matches nor as non-matches): {parts}")
+
+
 def summarize(avails: dict[str, dict]) -> dict[str, dict[str, int]]:
     """Per field, how many videos have each status: {"speed": {"estimated": 12, "unavailable": 3}}."""
     out: dict[str, dict[str, int]] = {}

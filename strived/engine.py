@@ -55,6 +55,8 @@ class SearchResponse:
     # and the profile of each video; `rule` is then the rule of the library's main profile
     rules_by_profile: dict[str, dict] = field(default_factory=dict)
     video_profiles: dict[str, str] = field(default_factory=dict, repr=False)
+    # videos the rule source could not evaluate -> the fields they lack (not ranked by the rule)
+    rule_unjudged: dict[str, list[str]] = field(default_factory=dict)
 
     def rule_for(self, video_id: str) -> dict | None:
         """The rule that scored ``video_id`` (its calibration profile's rule)."""
@@ -70,6 +72,7 @@ class SearchResponse:
              "timings_ms": self.timings_ms, "sources_used": self.sources_used}
         if self.rules_by_profile:
             d["rules_by_profile"] = self.rules_by_profile
+        d["rule_cannot_evaluate"] = self.rule_unjudged
         return d
 
 
@@ -135,11 +138,32 @@ def resolve_profile_rules(query: str, *, library, llm=None) -> tuple[dict[str, R
     return rules, match
 
 
-def rule_ranking(library, rule: "Rule | dict[str, Rule]", binarize: bool = False) -> list[tuple[str, float, int]]:
+def rule_unjudged(library, rule: "Rule | dict[str, Rule]") -> dict[str, list[str]]:
+    """{video_id: [fields]} of the videos the rule cannot evaluate (a needed field was not estimated
+    for them: see strived.availability). ``rule`` may be {profile: rule}."""
+    from .availability import unjudgeable
+
+    avails = library.availability()
+    if not isinstance(rule, dict):
+        return unjudgeable(avails, rule)
+    prof = library.video_profiles()
+    out: dict[str, list[str]] = {}
+    for p, r in rule.items():
+        out.update(unjudgeable(avails, r, [v for v, q in prof.items() if q == p]))
+    return out
+
+
+def rule_ranking(library, rule: "Rule | dict[str, Rule]", binarize: bool = False,
+                 unjudged: dict[str, list[str]] | None = None) -> list[tuple[str, float, int]]:
     """(video_id, score, peak_track) of videos with a score > 0, best first (ties by id).
 
-    ``rule`` may be {profile: rule}: each video is then scored by its calibration profile's rule."""
+    ``rule`` may be {profile: rule}: each video is then scored by its calibration profile's rule.
+    Videos the rule cannot evaluate (``rule_unjudged``; pass it as ``unjudged`` when already
+    computed) are left out: unknown is neither a match nor a non-match."""
     import numpy as np
+
+    if unjudged is None and hasattr(library, "availability"):
+        unjudged = rule_unjudged(library, rule)
 
     if isinstance(rule, dict):
         distinct = {json_key(r): r for r in rule.values()}
@@ -160,9 +184,12 @@ def rule_ranking(library, rule: "Rule | dict[str, Rule]", binarize: bool = False
             res.peak_track[sel] = rp.peak_track[sel]
     else:
         res = scorer_for(library).score(rule, binarize=binarize)
-    nz = np.flatnonzero(res.scores > 0)
-    order = nz[np.lexsort((nz, -res.scores[nz]))]  # ids are sorted, so index order = id order
     ids = res.video_ids
+    ok = res.scores > 0
+    if unjudged:
+        ok &= np.array([v not in unjudged for v in ids], bool)
+    nz = np.flatnonzero(ok)
+    order = nz[np.lexsort((nz, -res.scores[nz]))]  # ids are sorted, so index order = id order
     return list(zip([ids[i] for i in order.tolist()], res.scores[order].astype(float).tolist(),
                     res.peak_track[order].astype(int).tolist()))
 
@@ -298,6 +325,7 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
     rule_obj: Rule | None = None
     rules_by_profile: dict[str, dict] = {}
     rule_of: dict[str, Rule] = {}  # {profile: rule} when the profiles' rules differ
+    unjudged: dict[str, list[str]] = {}  # videos the rule cannot evaluate -> the fields they lack
     unknown = [s for s in sources if s not in SOURCES]
     if unknown:
         raise StrivedError(f"unknown source(s) {unknown}; valid: {', '.join(SOURCES)}")
@@ -326,8 +354,15 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
             notices.extend(match.get("notices") or [])
             timings["resolve_rule"] = (time.perf_counter() - t0) * 1e3
             t1 = time.perf_counter()
+            if rule_hits is None and hasattr(library, "availability"):
+                from .availability import unjudged_notice
+
+                unjudged = rule_unjudged(library, rule_of if rule_of else rule_obj)
+                note = unjudged_notice(unjudged, library.availability(), len(library))
+                if note:
+                    notices.append(note)
             rr = rule_hits if rule_hits is not None else \
-                rule_ranking(library, rule_of if rule_of else rule_obj)
+                rule_ranking(library, rule_of if rule_of else rule_obj, unjudged=unjudged)
             timings["rule"] = (time.perf_counter() - t1) * 1e3
             if rr:
                 r_ids, r_scores, r_peaks = zip(*rr)
@@ -409,6 +444,9 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
                           "weight": w_used[s],
                           "contribution": (w_used[s] / (rrf_k + pos[s][vid])) if vid in pos[s] else 0.0}
                       for s in used}
+        if "rule" in per_source and vid in unjudged:
+            per_source["rule"]["status"] = "cannot evaluate"
+            per_source["rule"]["missing_fields"] = list(unjudged[vid])
         if vids_meta is None:
             ids = [v for v, _ in fused]
             if len(ids) <= 500:
@@ -423,7 +461,7 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
     return SearchResponse(query=query, hits=hits, rule=rule_obj.to_dict() if rule_obj else None,
                           match=match, weights=w_used, notices=notices, timings_ms=timings,
                           sources_used=used, rankings=rankings, rules_by_profile=rules_by_profile,
-                          video_profiles=profiles)
+                          video_profiles=profiles, rule_unjudged=unjudged)
 
 
 def explain(library, video_id: str, rule: Rule | dict):

@@ -227,8 +227,9 @@ def render_clip(rec: VideoRecords, path, *, t_range_s: tuple[float, float] | Non
                 seed: int = 0, cancel=None) -> dict:
     """Render a scenario's records to an mp4 (OpenCV ``mp4v``) at the records' size and fps.
 
-    The road is drawn from the ego's speed (dashed lane marks move with the distance driven), a
-    skyline at infinity turns with its yaw, and each track is drawn into its record bbox at every
+    The road is drawn from the ego's speed and yaw (a world-fixed asphalt texture slides and turns
+    with the ego; dashed lane marks move with the distance driven), a skyline at infinity turns with
+    its yaw, and each track is drawn into its record bbox at every
     sampled frame, far to near. ``t_range_s`` renders only [t0, t1) (frame 0 of the file is then
     the first sample in the range: pass the matching records slice if you index it).
     Returns {"path", "n_frames", "seconds"}. Raises OSError when the file cannot be written.
@@ -246,7 +247,7 @@ def render_clip(rec: VideoRecords, path, *, t_range_s: tuple[float, float] | Non
     n = len(t)
     speed = np.nan_to_num(np.asarray(rec.ego.get("speed", np.zeros(n)), float))
     yaw = np.nan_to_num(np.asarray(rec.ego.get("yaw_rate", np.zeros(n)), float))
-    _, _, heading = _ego_pose(t, speed, yaw)
+    pose_x, pose_z, heading = _ego_pose(t, speed, yaw)
     dist = np.r_[0.0, np.cumsum(0.5 * (speed[1:] + speed[:-1]) * np.diff(t))]
     keep = np.ones(n, bool) if t_range_s is None else (t >= t_range_s[0]) & (t < t_range_s[1])
 
@@ -262,7 +263,6 @@ def render_clip(rec: VideoRecords, path, *, t_range_s: tuple[float, float] | Non
     road = np.abs(X) < 7.0
     edge = (np.abs(np.abs(X) - 5.25) < 0.08)
     inner = (np.abs(np.abs(X) - 1.75) < 0.07)
-    grain = ((np.sin(X * 7.3) * np.sin(X * 3.1 + 1.0)) * 6).astype(np.int16)
 
     path = str(path)
     vw = cv2.VideoWriter(path, cv2.VideoWriter_fourcc(*"mp4v"), fps, (W, H))
@@ -282,7 +282,12 @@ def render_clip(rec: VideoRecords, path, *, t_range_s: tuple[float, float] | Non
             img[:hy] = pano[:, idx]
             s = dist[k]
             zz = z[:, None] + s
-            tex = (np.sin(zz * 2.1) * np.sin(zz * 0.7 + X * 0.9) * 8).astype(np.int16) + grain
+            # the asphalt's texture is fixed to the world: it slides towards the camera as the ego
+            # drives and turns with the ego's heading (lane marks follow the ego's lane)
+            ch, sh = math.cos(heading[k]), math.sin(heading[k])
+            wx = pose_x[k] + X * ch - z[:, None] * sh
+            wz = pose_z[k] + X * sh + z[:, None] * ch
+            tex = (np.sin(wz * 2.1 + 0.5 * np.sin(wx * 0.37)) * np.sin(wz * 0.7 + wx * 0.9) * 8).astype(np.int16)
             ground = np.where(road, 92, 70).astype(np.int16) + tex
             g = np.clip(ground, 0, 255).astype(np.uint8)
             img[hy + 1:, :, 0] = g
@@ -305,7 +310,7 @@ def render_clip(rec: VideoRecords, path, *, t_range_s: tuple[float, float] | Non
     return {"path": path, "n_frames": written, "seconds": time.perf_counter() - t_start}
 
 
-SAMPLE_VERSION = 1
+SAMPLE_VERSION = 2
 SAMPLE_QUERIES = ("a car cuts in from the right", "we turn left at a junction",
                   "the ego car brakes hard", "a pedestrian crosses in front of the car")
 

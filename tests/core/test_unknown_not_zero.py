@@ -1,0 +1,81 @@
+"""Unknown is not zero: a rule that reads a field a video does not have cannot judge that video;
+search says so everywhere instead of ranking it as a non-match."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+
+from strived import engine
+from strived.store import Library
+from tests.core.synth import synth_video
+
+RULE = {"event": "ego_brake", "entity": {"role": "ego"},
+        "hard_gates": [{"field": "speed", "op": "gt", "value": 2.0}],
+        "soft_scores": [{"type": "temporal_change", "field": "speed", "window_seconds": 2.0,
+                         "magnitude": 4.0, "direction": "negative"}]}
+
+
+def _library(tmp_path):
+    lib = Library.open(tmp_path / "lib", create=True)
+    with_speed = synth_video("can", seed=1)
+    no_speed = synth_video("video", seed=2)
+    no_speed.ego["speed"][:] = np.nan
+    no_speed.ego["accel"][:] = np.nan
+    no_speed.info.attrs["perception"] = {"perception_version": 2}
+    no_speed.info.attrs["availability"] = {"speed": {"source": "video", "reason": "no road texture"}}
+    lib.add_videos([with_speed, no_speed])
+    return lib
+
+
+def test_dead_rule_ranks_nothing_and_says_why(tmp_path):
+    lib = _library(tmp_path)
+    resp = engine.search(lib, "the ego car brakes hard", rule=RULE, sources=("rule",))
+    assert [h.video_id for h in resp.hits] == ["can"]
+    assert resp.rule_unjudged == {"video": ["speed"]}
+    note = [n for n in resp.notices if "could not judge" in n]
+    assert note and "1 of 2 videos" in note[0] and "ego speed not estimated from video (no road texture)" in note[0]
+    d = resp.to_dict()
+    assert d["rule_cannot_evaluate"] == {"video": ["speed"]}
+    lib.close()
+
+
+def test_fused_hit_carries_the_rule_status(tmp_path):
+    lib = _library(tmp_path)
+    resp = engine.search(lib, "the ego car brakes hard", rule=RULE, sources=("rule", "bm25"),
+                         weights={"rule": 1.0, "bm25": 1.0})
+    vid = [h for h in resp.hits if h.video_id == "video"]
+    if vid:  # BM25 may rank it; the rule part must say it could not judge it
+        assert vid[0].per_source["rule"]["status"] == "cannot evaluate"
+        assert vid[0].per_source["rule"]["rank"] is None
+    lib.close()
+
+
+def test_a_soft_score_on_a_missing_field_among_others_is_still_judged(tmp_path):
+    lib = _library(tmp_path)
+    rule = {"entity": {"role": "object", "class_filter": None},
+            "hard_gates": [{"field": "distance", "op": "lt", "value": 100.0}],
+            "soft_scores": [{"type": "temporal_change", "field": "distance", "window_seconds": 4.0,
+                             "magnitude": 5.0},
+                            {"type": "temporal_change", "field": "speed", "window_seconds": 2.0,
+                             "magnitude": 4.0, "weight": 0.5}]}
+    resp = engine.search(lib, "x", rule=rule, sources=("rule",))
+    assert resp.rule_unjudged == {} and {h.video_id for h in resp.hits} == {"can", "video"}
+    lib.close()
+
+
+def test_cli_json_and_text_report_it(tmp_path):
+    lib = _library(tmp_path)
+    lib.close()
+    rule_file = tmp_path / "rule.json"
+    rule_file.write_text(json.dumps(RULE))
+    args = [sys.executable, "-m", "strived", "search", "the ego car brakes hard", "-L", str(tmp_path / "lib"),
+            "--rule", str(rule_file), "--sources", "rule"]
+    r = subprocess.run(args + ["--json"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["rule_cannot_evaluate"] == {"video": ["speed"]}
+    r = subprocess.run(args, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "rule source could not judge 1 of 2 videos" in r.stdout
