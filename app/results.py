@@ -140,6 +140,9 @@ class ResultsModel(QAbstractTableModel):
         return self._thumbs[video_id]
 
     def source_text(self, hit, source: str) -> str:
+        ps = (hit.per_source or {}).get(source) or {}
+        if ps.get("status") == "cannot evaluate":  # unknown, not a non-match
+            return "n/a"
         c = contribution(hit, source, self.weights)
         if c is None:
             return "–"
@@ -187,6 +190,9 @@ class ResultsModel(QAbstractTableModel):
                 s = SOURCES[c - self.C_RULE]
                 ps = (h.per_source or {}).get(s) or {}
                 w = self.weights.get(s)
+                if ps.get("status") == "cannot evaluate":
+                    return (f"{SOURCE_TITLES[s]} could not judge this video: "
+                            f"{', '.join(ps.get('missing_fields') or [])} not estimated for it")
                 return (f"{SOURCE_TITLES[s]}: rank {ps.get('rank')}, raw score {ps.get('score')}, "
                         f"weight {w}")
             if c == self.C_EVENT:

@@ -149,3 +149,34 @@ def test_source_cell_for_a_source_that_did_not_rank_the_video(qtbot):
                                                             "contribution": 1 / 63}})
     assert m.source_text(hit, "rule") == "–"
     assert m.source_text(hit, "dense").endswith("#3")
+
+
+def test_source_cell_for_a_video_the_rule_could_not_judge(qtbot, tmp_path):
+    """A real search over a library where one video has no ego speed: its rule cell says n/a (not
+    a dash that reads as 'no match'), and the tooltip names the missing field."""
+    import numpy as np
+    from PySide6.QtCore import Qt
+
+    from app.results import ResultsModel
+    from strived import engine
+    from strived.store import Library
+    from tests.core.synth import synth_video
+
+    a, b = synth_video("can", seed=1), synth_video("video", seed=2)
+    b.ego["speed"][:] = np.nan
+    rule = {"entity": {"role": "ego"}, "hard_gates": [{"field": "speed", "op": "gt", "value": 2.0}],
+            "soft_scores": []}
+    with Library.open(tmp_path / "lib", create=True) as lib:
+        lib.add_videos([a, b])
+        from strived.retrieval.sources import ensure_text_index
+        ensure_text_index(lib, dense=False)
+        resp = engine.search(lib, "a car and a truck", rule=rule, sources=("rule", "bm25"),
+                             weights={"rule": 1.0, "bm25": 1.0})
+    m = ResultsModel()
+    m.set_response(resp)
+    hits = {h.video_id: h for h in resp.hits}
+    assert "video" in hits, [h.video_id for h in resp.hits]
+    assert m.source_text(hits["video"], "rule") == "n/a"
+    row = [h.video_id for h in m.hits].index("video")
+    tip = m.data(m.index(row, m.C_RULE), Qt.ItemDataRole.ToolTipRole)
+    assert "could not judge" in tip and "speed" in tip
