@@ -216,13 +216,20 @@ def _bm25(library, query: str, top_k: int | None):
     return bm25_ranking(library, query, top_k=top_k)
 
 
-def route_weights(query: str, llm=None) -> tuple[dict[str, float], str, str | None]:
+def route_weights(query: str, llm=None, library=None, mode: str = "auto") -> tuple[dict[str, float], str, str | None]:
     """(weights, router source, notice). Equal weights when no router module is present."""
     try:
         from .retrieval.router import route
     except ImportError:
         return {s: 1.0 for s in SOURCES}, "equal", "no fusion router installed: equal weights"
-    r = route(query, llm=llm)
+    kind = "text"
+    if library is not None:
+        try:
+            choice = library.meta_get("dense_embedder") or {}
+            kind = "visual" if choice.get("model_dir") else "text"
+        except Exception:  # noqa: BLE001  (a library without meta: the default embedder)
+            kind = "text"
+    r = route(query, llm=llm, dense_kind=kind, mode=mode)
     return dict(r.weights), r.source, r.notice
 
 
@@ -307,6 +314,7 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
            weights: dict[str, float] | None = None, sources: Sequence[str] = SOURCES,
            top_k: int = 50, llm=None, span_k: int = 20, rrf_k: int = RRF_K,
            rule_library=None, rule_hits: list[tuple[str, float, int]] | None = None,
+           router: str = "auto",
            progress: ProgressFn = None, cancel: CancelFn = None) -> SearchResponse:
     """Search a library with a plain-language query.
 
@@ -398,7 +406,7 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
     t0 = time.perf_counter()
     if weights is None:
         if len(used) > 1:
-            weights, rsrc, note = route_weights(query, llm=llm)
+            weights, rsrc, note = route_weights(query, llm=llm, library=library, mode=router)
             match["router"] = rsrc
             if note:
                 notices.append(note)

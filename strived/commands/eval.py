@@ -29,6 +29,9 @@ def register(sub) -> None:
                    help="evaluate on every item (default), only the video items (searched through "
                         "perception) or only the track-record items; queries keep the relevant items of "
                         "that subset and are dropped when none is left")
+    p.add_argument("--fit-router", default=None, metavar="PATH",
+                   help="also fit the fusion router on every query of this benchmark and write it to "
+                        "PATH (strived.router/1 JSON; the shipped one is resources/router.json)")
     p.add_argument("--quiet", action="store_true", help="print only the metrics table")
     p.set_defaults(func=cmd_eval)
 
@@ -57,6 +60,15 @@ def cmd_eval(args) -> int:
         res = run_eval(bench, lib, methods, progress=prog, cv_folds=args.cv)
         if note:
             res.setdefault("notices", []).append(note)
+        if args.fit_router:
+            from ..evaluation.methods import fit_router_on_benchmark
+            from ..evaluation.runner import EvalContext
+
+            fr = fit_router_on_benchmark(EvalContext(bench, lib, None, args.cv),
+                                         {"items": args.items, "calibration_cv": args.cv})
+            fr.save(args.fit_router)
+            print(f"wrote {args.fit_router} (router fitted on {fr.provenance['queries']} queries, "
+                  f"{len(fr.cells)} query kinds)", file=sys.stderr)
     print(format_table(res))
     if not args.quiet:
         print()

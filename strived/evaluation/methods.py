@@ -151,13 +151,41 @@ def rule_hits(ctx: EvalContext, q: BenchQuery, *, calibrated=True, adapter=True,
     return hits, spans
 
 
-def _search(ctx, q, sources, weights=None, **variant) -> MethodOutput:
+def _query_rankings(ctx, q: BenchQuery, variant: dict) -> dict[str, list[str]]:
+    """Each source's ranking of the benchmark's items for ``q`` under a rule variant (cached)."""
+    key = ("rankings", q.id, tuple(sorted(variant.items())))
+    if key not in ctx.cache:
+        hits, _ = rule_hits(ctx, q, **variant)
+        try:
+            resp = search(ctx.library, q.text, sources=SOURCES, weights={s: 1.0 for s in SOURCES},
+                          top_k=10**9, span_k=0, llm=ctx.llm, rule_hits=hits)
+        except SourceUnavailable as e:
+            raise MethodUnavailable(str(e)) from None
+        items = set(ctx.bench.item_ids)
+        ctx.cache[key] = {s: [v for v in r if v in items] for s, r in resp.rankings.items()}
+    return ctx.cache[key]
+
+
+def _cv_router_weights(ctx, q: BenchQuery, variant: dict) -> dict[str, float]:
+    """Router weights for ``q`` fitted on every *other* query of the benchmark (leave one query
+    out), on the same rule variant's rankings: out-of-sample like the cross-fitted rules."""
+    from ..retrieval.router_fit import Example, fit_router, query_kind
+
+    exs = [Example(o.text, _query_rankings(ctx, o, variant), set(o.relevant), set(o.ambiguous),
+                   query_kind(o.text)) for o in ctx.bench.queries if o.id != q.id]
+    w, _ = fit_router(exs).weights(q.text)
+    return w
+
+
+def _search(ctx, q, sources, weights=None, router="auto", **variant) -> MethodOutput:
     hits = spans = None
     if "rule" in sources:
         hits, spans = rule_hits(ctx, q, **variant)
+    if weights is None and router == "auto" and len(sources) > 1 and ctx.cv_folds and ctx.llm is None:
+        weights = _cv_router_weights(ctx, q, variant)
     try:
         resp = search(ctx.library, q.text, sources=sources, weights=weights, top_k=10**9, span_k=0,
-                      llm=ctx.llm, rule_hits=hits)
+                      llm=ctx.llm, rule_hits=hits, router=router)
     except SourceUnavailable as e:
         raise MethodUnavailable(str(e)) from None
     missing = [s for s in sources if s not in resp.sources_used]
@@ -173,7 +201,10 @@ def _search(ctx, q, sources, weights=None, **variant) -> MethodOutput:
 
 # name -> (sources, rule-source variant, description); one registration per row
 _VARIANTS = {
-    "full": (SOURCES, {}, "the full system: routed weighted RRF of rule, dense, BM25"),
+    "full": (SOURCES, {}, "the full system: routed weighted RRF of rule, dense, BM25 (router fitted on "
+                          "labelled queries; with --cv, on the other queries only)"),
+    "full-wordlist": (SOURCES, {"router": "wordlist"},
+                      "full system with the word-list router (the paper's three facts as word lists)"),
     "equal": (SOURCES, {"weights": {s: 1.0 for s in SOURCES}}, "unweighted RRF of rule, dense, BM25"),
     "rule": (("rule",), {}, "symbolic path alone: calibrated library, matcher + adapter"),
     "dense": (("dense",), {}, "dense retrieval alone"),
@@ -214,3 +245,13 @@ def _rule_hand(ctx, q):
     except SourceUnavailable as e:
         raise MethodUnavailable(str(e)) from None
     return MethodOutput([h.video_id for h in resp.hits], {h.video_id: h.span_s for h in resp.hits if h.span_s})
+
+
+def fit_router_on_benchmark(ctx: EvalContext, provenance: dict | None = None):
+    """The fusion router fitted on every query of the benchmark (the product's rule variant), for
+    shipping or for a user's own labelled folder (`strived eval --fit-router`)."""
+    from ..retrieval.router_fit import Example, fit_router, query_kind
+
+    exs = [Example(q.text, _query_rankings(ctx, q, {}), set(q.relevant), set(q.ambiguous), query_kind(q.text))
+           for q in ctx.bench.queries if q.relevant]
+    return fit_router(exs, provenance={"benchmark": ctx.bench.name, **(provenance or {})})

@@ -56,7 +56,7 @@ def method(name: str, description: str):
 
 DEFAULT_METHODS = ("full", "equal", "rule", "dense", "bm25", "rule-hand", "full-uncalibrated",
                    "full-no-adapter", "full-binarised", "full-no-gates", "full-no-entity",
-                   "rule-uncalibrated", "rule-one-profile", "full-one-profile")
+                   "rule-uncalibrated", "rule-one-profile", "full-one-profile", "full-wordlist")
 
 
 def bench_library_dir(bench: Benchmark) -> Path:

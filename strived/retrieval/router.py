@@ -202,14 +202,34 @@ def llm_route(query: str, llm, timeout_s: float | None = None) -> RouterResult:
     return RouterResult(weights, "llm", None, str(data.get("motion", ""))[:200])
 
 
-def route(query: str, llm=None, timeout_s: float | None = None) -> RouterResult:
-    """Weights for ``query``: the LLM router when ``llm`` is given and works, else the offline
-    router (with a notice saying why when an LLM was given). Never raises for LLM failures."""
+def fitted_route(query: str, dense_kind: str = "text") -> RouterResult | None:
+    """Weights from the router fitted on labelled queries (``resources/router.json``), or None when
+    none ships."""
+    from .router_fit import shipped_router
+
+    fr = shipped_router()
+    if fr is None:
+        return None
+    w, kind = fr.weights(query, dense_kind)
+    return RouterResult(w, "fitted", None, f"fitted on labelled queries; query kind {kind}",
+                        {"kind": kind})
+
+
+def route(query: str, llm=None, timeout_s: float | None = None, dense_kind: str = "text",
+          mode: str = "auto") -> RouterResult:
+    """Weights for ``query``. ``mode``: ``auto`` = the LLM router when ``llm`` is given and works,
+    else the router fitted on labelled queries when one ships, else the word-list router;
+    ``wordlist`` = the word-list router (the paper's three facts as word lists; an ablation).
+    Never raises for LLM failures (falls back with a notice)."""
+    def offline() -> RouterResult:
+        if mode == "wordlist":
+            return offline_route(query)
+        return fitted_route(query, dense_kind) or offline_route(query)
     if llm is None:
-        return offline_route(query)
+        return offline()
     try:
         return llm_route(query, llm, timeout_s)
     except LLMError as e:
-        res = offline_route(query)
-        res.notice = f"{e}; used the offline router instead"
+        res = offline()
+        res.notice = f"{e}; used the {res.source} router instead"
         return res

@@ -45,5 +45,7 @@ def test_bm25_only_for_surface_tokens():
 
 def test_deterministic_and_no_llm_means_offline():
     q = "a truck or bus passes extremely close to us"
-    assert route(q).weights == route(q).weights == offline_route(q).weights
+    assert route(q).weights == route(q).weights
+    assert route(q).source in ("fitted", "offline")     # no LLM: an offline router, never the LLM
+    assert route(q, mode="wordlist").weights == offline_route(q).weights
     assert all(w >= 0 for w in route(q).weights.values())
