@@ -90,7 +90,7 @@ def scorer_for(library) -> RuleScorer:
 
 
 def resolve_query_rule(query: str, *, library=None, llm=None, event: str | None = None,
-                       rule_library=None) -> tuple[Rule, dict]:
+                       rule_library=None, available_fields: set[str] | None = None) -> tuple[Rule, dict]:
     """Rule for a query: the calibrated library's matcher/adapter when present, else the
     hand-written rule of ``event``. Returns (rule, match info)."""
     if event:
@@ -105,10 +105,32 @@ def resolve_query_rule(query: str, *, library=None, llm=None, event: str | None 
         from .rulelib.resolve import resolve_rule
     except ImportError:
         raise SourceUnavailable("rule", "the calibrated rule library is not installed (strived.rulelib)") from None
-    rr = resolve_rule(query, library=rule_library, llm=llm)
+    rr = resolve_rule(query, library=rule_library, llm=llm, available_fields=available_fields)
     return rr.rule, {"event": rr.event, "confidence": rr.confidence, "mode": rr.mode,
                      "source": rr.source, "notices": list(rr.notices),
                      "exemplar_event": rr.exemplar_event, "reason": rr.reason}
+
+
+def available_fields(library, profile: str | None = None, videos=None) -> set[str] | None:
+    """Rule fields (derived ones included) that at least one video of ``library`` (of ``profile``,
+    or among ``videos``) has values for; None when nothing is known to be missing."""
+    from .availability import DERIVED_FROM, field_available
+    from .rules.model import ALL_FIELDS
+
+    if not hasattr(library, "availability"):
+        return None
+    avails = library.availability()
+    prof = library.video_profiles() if profile else {}
+    vids = [v for v in avails if (profile is None or prof.get(v) == profile)
+            and (videos is None or v in videos)]
+    if not vids:
+        return None
+    out = set()
+    for f in ALL_FIELDS:
+        base = DERIVED_FROM.get(f, f)
+        if any(field_available(avails[v], base) is not False for v in vids):
+            out.add(f)
+    return out
 
 
 def resolve_profile_rules(query: str, *, library, llm=None) -> tuple[dict[str, Rule], dict]:
@@ -124,7 +146,8 @@ def resolve_profile_rules(query: str, *, library, llm=None) -> tuple[dict[str, R
     for p in PROFILES:
         if p in present:
             rules[p], matches[p] = resolve_query_rule(query, library=library, llm=llm,
-                                                      rule_library=load_default_library(profile=p))
+                                                      rule_library=load_default_library(profile=p),
+                                                      available_fields=available_fields(library, p))
     main = max(matches, key=lambda p: (sum(1 for v in library.video_profiles().values() if v == p), p == "tracks"))
     match = dict(matches[main])
     match["profile"] = main

@@ -103,17 +103,20 @@ def _transform(rule_d: dict, no_gates: bool, no_entity: bool) -> dict:
     return d
 
 
-def _resolve(ctx, q: BenchQuery, rule_lib, adapter: bool):
+def _resolve(ctx, q: BenchQuery, rule_lib, adapter: bool, videos=None):
+    from ..engine import available_fields
+
     L, R = _rulelib()
+    avail = available_fields(ctx.library, videos=videos)
     if adapter:
-        rr = R.resolve_rule(q.text, library=rule_lib, llm=ctx.llm)
+        rr = R.resolve_rule(q.text, library=rule_lib, llm=ctx.llm, available_fields=avail)
         return rr.rule
     from ..rulelib.matcher import match_offline
 
     m = match_offline(q.text, rule_lib)
     event = m.event if m.event in rule_lib.entries else None
     if event is None:
-        rr = R.resolve_rule(q.text, library=rule_lib, llm=ctx.llm)
+        rr = R.resolve_rule(q.text, library=rule_lib, llm=ctx.llm, available_fields=avail)
         event = rr.exemplar_event or rr.event
     return rule_lib.rule(event)
 
@@ -131,7 +134,7 @@ def rule_hits(ctx: EvalContext, q: BenchQuery, *, calibrated=True, adapter=True,
         parts = _shipped_libraries(ctx, calibrated, profiles)
     hits, rules = [], {}
     for fold, lib in parts:
-        r = _resolve(ctx, q, lib, adapter)
+        r = _resolve(ctx, q, lib, adapter, fold)
         if no_gates or no_entity:
             d = _transform(r.to_dict(), no_gates, no_entity)
             if d is None:

@@ -62,10 +62,21 @@ def _side_of(rule: dict) -> str | None:
     return None
 
 
-def adapt_offline(query: str, match: MatchResult, library) -> tuple[dict, list[str]]:
-    """(adapted rule dict, notices) for ``query`` from ``match.event``'s library rule."""
+def adapt_offline(query: str, match: MatchResult, library,
+                  available_fields: set[str] | None = None) -> tuple[dict, list[str]]:
+    """(adapted rule dict, notices) for ``query`` from ``match.event``'s library rule.
+
+    ``available_fields``: the fields some video of the searched library has; a gate on any other
+    field would judge no video at all, so it is not added (and a notice says so)."""
     q = qualifiers(query)
     notices: list[str] = []
+
+    def can_gate(field: str, what: str) -> bool:
+        if available_fields is None or field in available_fields:
+            return True
+        notices.append(f"no '{what}' gate added: no video in this library has {field} "
+                       "(it was not estimated), so the gate could not judge any video")
+        return False
     key = match.event
     if key == "none" or key not in library.entries:
         key = "object_approach" if "object_approach" in library.entries else library.keys()[0]
@@ -98,9 +109,11 @@ def adapt_offline(query: str, match: MatchResult, library) -> tuple[dict, list[s
                 for s in rule["soft_scores"]:
                     if s["field"] == "heading":
                         s["direction"] = "positive" if side == "left" else "negative"
-            elif is_obj:
+            elif is_obj and can_gate("loc_x", side):
                 op, val = ("lt", -SIDE_GATE_M) if side == "left" else ("gt", SIDE_GATE_M)
                 rule["hard_gates"].append({"field": "loc_x", "op": op, "value": val})
+            elif is_obj:
+                pass
             else:
                 notices.append(f"side '{side}' cannot be encoded on '{key}'")
         if not key.endswith(side):
@@ -113,7 +126,7 @@ def adapt_offline(query: str, match: MatchResult, library) -> tuple[dict, list[s
         if gates:
             for g in gates:
                 g["value"] = min(float(g["value"]), limit)
-        else:
+        elif can_gate("distance", "close"):
             rule["hard_gates"].append({"field": "distance", "op": "lt", "value": limit})
         suffix.append("close")
     if q["highway"]:
@@ -121,7 +134,7 @@ def adapt_offline(query: str, match: MatchResult, library) -> tuple[dict, list[s
         if gates:
             for g in gates:
                 g["value"] = max(float(g["value"]), HIGHWAY_SPEED_MPS)
-        else:
+        elif can_gate("speed", "highway speed"):
             rule["hard_gates"].append({"field": "speed", "op": "gt", "value": HIGHWAY_SPEED_MPS,
                                        "min_time_fraction": 0.5})
         suffix.append("highway")

@@ -41,8 +41,10 @@ class ResolvedRule:
 
 
 def resolve_rule(query: str, library: RuleLibrary | None = None, llm=None, *,
-                 tau: float = TAU_REUSE, use_embeddings: bool = False) -> ResolvedRule:
-    """The rule to run for ``query`` (see module doc)."""
+                 tau: float = TAU_REUSE, use_embeddings: bool = False,
+                 available_fields: set[str] | None = None) -> ResolvedRule:
+    """The rule to run for ``query`` (see module doc). ``available_fields``: the fields some video
+    of the searched library has; the adapters add no gate on any other field."""
     lib = library or load_default_library()
     notices: list[str] = []
     match: MatchResult | None = None
@@ -61,6 +63,14 @@ def resolve_rule(query: str, library: RuleLibrary | None = None, llm=None, *,
                 match_offline(query, lib, use_embeddings=use_embeddings).event
             try:
                 rule_d = adapt_llm(llm, query, exemplar, lib)
+                if available_fields is not None:
+                    kept = [g for g in rule_d.get("hard_gates", []) if g.get("field") in available_fields]
+                    if len(kept) < len(rule_d.get("hard_gates", [])):
+                        dropped = sorted({g.get("field") for g in rule_d["hard_gates"]} -
+                                         {g.get("field") for g in kept})
+                        notices.append(f"LLM adapter's gates on {', '.join(dropped)} dropped: no video in "
+                                       "this library has them")
+                        rule_d = {**rule_d, "hard_gates": kept}
                 return ResolvedRule(parse_rule(rule_d), match.event, match.confidence, "adapted",
                                     "llm", notices, exemplar, match.reason)
             except LLMError as e:
@@ -72,7 +82,7 @@ def resolve_rule(query: str, library: RuleLibrary | None = None, llm=None, *,
         return ResolvedRule(lib.rule(match.event), match.event, match.confidence, "reused",
                             "offline", notices, match.event, match.reason)
     exemplar_match = match if match.event in lib.entries else off
-    rule_d, more = adapt_offline(query, exemplar_match, lib)
+    rule_d, more = adapt_offline(query, exemplar_match, lib, available_fields)
     exemplar = rule_d.get("description", "").split("'")[1] if "'" in rule_d.get("description", "") \
         else exemplar_match.event
     return ResolvedRule(parse_rule(rule_d), match.event, match.confidence, "adapted", "offline",

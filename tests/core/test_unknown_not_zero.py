@@ -79,3 +79,23 @@ def test_cli_json_and_text_report_it(tmp_path):
     r = subprocess.run(args, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "rule source could not judge 1 of 2 videos" in r.stdout
+
+
+def test_adapter_adds_no_gate_on_a_field_no_video_has(tmp_path):
+    """'highway' makes the offline adapter add an ego-speed gate; in a library where no video has
+    speed that gate would judge nothing, so it is not added and the notice says why."""
+    from strived.rulelib.resolve import resolve_rule
+
+    q = "a truck cuts in on the highway"
+    with_speed = resolve_rule(q)
+    assert with_speed.mode == "adapted"
+    assert any(g.field == "speed" for g in with_speed.rule.hard_gates)
+
+    lib = Library.open(tmp_path / "lib", create=True)
+    v = synth_video("video", seed=2)
+    v.ego["speed"][:] = np.nan
+    lib.add_video(v)
+    resp = engine.search(lib, q, sources=("rule",))
+    assert not any(g["field"] == "speed" for g in resp.rule["hard_gates"])
+    assert any("no 'highway speed' gate added" in n for n in resp.notices)
+    lib.close()
