@@ -317,16 +317,8 @@ class OnnxYoloDetector:
         path = Path(path)
         if not path.is_file():
             raise DetectorError(f"ONNX model not found: {path}")
-        providers = ["CPUExecutionProvider"]
-        if device == "cuda" and "CUDAExecutionProvider" in ort.get_available_providers():
-            providers.insert(0, "CUDAExecutionProvider")
-        opts = ort.SessionOptions()
-        opts.log_severity_level = 3
-        try:
-            self.session = ort.InferenceSession(str(path), opts, providers=providers)
-        except Exception as e:
-            raise DetectorError(f"cannot load ONNX model {path}: {e}") from e
-        self.device = "cuda" if providers[0].startswith("CUDA") else "cpu"
+        self.session = _ort_session(ort, path, device, "ONNX model")
+        self.device = "cuda" if self.session.get_providers()[0].startswith("CUDA") else "cpu"
         inp = self.session.get_inputs()[0]
         self.input_name = inp.name
         shape = list(inp.shape)
@@ -395,6 +387,19 @@ NANODET_REG_BINS = 11  # GFL: each box side is a distribution over 0..10 strides
 # the TF.js wrapper feeds, halves car recall on KITTI and finds almost nothing on a 720p highway clip.
 NANODET_MEAN_BGR = np.array([103.53, 116.28, 123.675], np.float32)
 NANODET_STD_BGR = np.array([57.375, 57.12, 58.395], np.float32)
+
+
+def _ort_session(ort, path, device: str, what: str):
+    """An onnxruntime session on the CUDA provider when asked for and present, else the CPU."""
+    providers = ["CPUExecutionProvider"]
+    if device == "cuda" and "CUDAExecutionProvider" in ort.get_available_providers():
+        providers.insert(0, "CUDAExecutionProvider")
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    try:
+        return ort.InferenceSession(str(path), opts, providers=providers)
+    except Exception as e:  # onnxruntime raises its own exception types
+        raise DetectorError(f"cannot load {what} {path}: {e}") from e
 
 
 def models_dir_candidates() -> list[Path]:
@@ -488,15 +493,7 @@ class NanoDetDetector:
         except ImportError:
             ort = None
         if ort is not None:
-            providers = ["CPUExecutionProvider"]
-            if device == "cuda" and "CUDAExecutionProvider" in ort.get_available_providers():
-                providers.insert(0, "CUDAExecutionProvider")
-            opts = ort.SessionOptions()
-            opts.log_severity_level = 3
-            try:
-                self.session = ort.InferenceSession(str(path), opts, providers=providers)
-            except Exception as e:
-                raise DetectorError(f"cannot load NanoDet model {path}: {e}") from e
+            self.session = _ort_session(ort, path, device, "NanoDet model")
             self.input_name = self.session.get_inputs()[0].name
             self.output_names = [o.name for o in self.session.get_outputs()]
             self.device = "cuda" if self.session.get_providers()[0].startswith("CUDA") else "cpu"
