@@ -30,6 +30,7 @@ from .metrics import average_precision
 SOURCES = ("rule", "dense", "bm25")
 GRID = (0.0, 0.25, 0.5, 1.0)
 MIN_QUERIES = 3
+MIN_GAIN = 0.10   # a fitted triple replaces equal weights only when it gains this much mean AP
 FORMAT = "strived.router/1"
 
 
@@ -68,12 +69,19 @@ def _ap(ex: Example, w: dict[str, float]) -> float:
     return average_precision(fused, ex.relevant, ex.ambiguous)
 
 
-def _best(examples: list[Example]) -> tuple[dict[str, float], float]:
-    best_w, best = None, -1.0
-    for w in candidate_weights():
+def _best(examples: list[Example], min_gain: float = MIN_GAIN) -> tuple[dict[str, float], float]:
+    """The triple with the best mean AP, unless it beats equal weights by less than ``min_gain``
+    (a handful of labelled queries cannot justify a small difference: equal weights then)."""
+    grid = candidate_weights()
+    equal = grid[0]
+    base = sum(_ap(ex, equal) for ex in examples) / len(examples)
+    best_w, best = equal, base
+    for w in grid[1:]:
         m = sum(_ap(ex, w) for ex in examples) / len(examples)
         if m > best + 1e-12:
             best_w, best = w, m
+    if best < base + min_gain:
+        return dict(equal), base
     return best_w, best
 
 
