@@ -364,10 +364,10 @@ class Library:
         return out
 
     def availability(self) -> dict[str, dict]:
-        """{video_id: per-field availability} for every video (see strived.availability); a
-        video stored before availability existed gets it measured from its records."""
-        from ..availability import complete_availability
-
+        """{video_id: per-field availability} for every video (see strived.availability). A video
+        stored before availability existed (schema < 3) has none ({}): nothing is known to be
+        missing, so every rule judges it as before (re-import or re-index to record it); measuring
+        it here would read every track of every such video on the first search."""
         ver = self.content_version
         cached = getattr(self, "_avail_cache", None)
         if cached is not None and cached[0] == ver:
@@ -376,9 +376,7 @@ class Library:
         for vid, attrs in self.conn.execute("SELECT id, attrs FROM videos ORDER BY id"):
             a = json.loads(attrs) if attrs else {}
             av = a.get("availability")
-            if not isinstance(av, dict):
-                av = complete_availability(self.get_video(vid))
-            out[vid] = av
+            out[vid] = av if isinstance(av, dict) else {}
         self._avail_cache = (ver, out)
         return out
 

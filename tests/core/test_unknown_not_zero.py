@@ -99,3 +99,19 @@ def test_adapter_adds_no_gate_on_a_field_no_video_has(tmp_path):
     assert not any(g["field"] == "speed" for g in resp.rule["hard_gates"])
     assert any("no 'highway speed' gate added" in n for n in resp.notices)
     lib.close()
+
+
+def test_video_stored_before_availability_existed_is_judged_as_before(tmp_path):
+    """No availability record (a library from before schema 3): nothing is known to be missing."""
+    lib = Library.open(tmp_path / "lib", create=True)
+    v = synth_video("old", seed=1)
+    lib.add_video(v)
+    attrs = json.loads(lib.conn.execute("SELECT attrs FROM videos WHERE id='old'").fetchone()[0])
+    attrs.pop("availability")
+    with lib.transaction():
+        lib.conn.execute("UPDATE videos SET attrs=? WHERE id='old'", (json.dumps(attrs),))
+        lib._bump()
+    assert lib.availability() == {"old": {}}
+    resp = engine.search(lib, "x", rule=RULE, sources=("rule",))
+    assert resp.rule_unjudged == {} and [h.video_id for h in resp.hits] == ["old"]
+    lib.close()
