@@ -3,6 +3,7 @@
 #   bash run.sh demo    index + search the bundled sample, print explained results
 #   bash run.sh test    run the test suite (the same command CI runs)
 #   bash run.sh app     open the desktop app
+#   bash run.sh strived ARGS...   any strived command (e.g. bash run.sh strived search "..." -L LIB)
 #   bash run.sh setup   only install
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -50,5 +51,6 @@ case "$cmd" in
   demo)  setup; exec "$VENV/bin/strived" demo "$@" ;;
   test)  setup; export QT_QPA_PLATFORM=offscreen; exec "$PY" -m pytest -q "$@" ;;
   app)   setup; exec "$VENV/bin/strived-app" "$@" ;;
-  *) echo "usage: bash run.sh [demo|test|app|setup]" >&2; exit 2 ;;
+  strived) setup; exec "$VENV/bin/strived" "$@" ;;
+  *) echo "usage: bash run.sh [demo|test|app|setup|strived ARGS...]" >&2; exit 2 ;;
 esac
