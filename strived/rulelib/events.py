@@ -345,7 +345,11 @@ def get_event(key: str) -> EventDef:
     try:
         return _BY_KEY[key]
     except KeyError:
-        raise KeyError(f"unknown event {key!r}; valid: {', '.join(EVENT_KEYS)}") from None
+        import difflib
+
+        close = difflib.get_close_matches(str(key), EVENT_KEYS, n=3, cutoff=0.6)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise KeyError(f"unknown event {key!r}{hint} (valid: {', '.join(EVENT_KEYS)})") from None
 
 
 def starting_rule(key: str) -> dict:

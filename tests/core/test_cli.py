@@ -111,3 +111,16 @@ def test_schema_command_validates(tmp_path, capsys):
     assert "/soft_scores/0/window_seconds" in capsys.readouterr().err
     assert main(["schema"]) == 0
     assert json.loads(capsys.readouterr().out)["title"] == "STRIVE-D symbolic rule"
+
+
+def test_events_lists_the_library_and_suggests_on_a_typo():
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "strived", "events"], capture_output=True, text=True)
+    assert r.returncode == 0 and "cut_in_right" in r.stdout and "ego_stationary" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "strived", "events", "cut_inn"], capture_output=True, text=True)
+    assert r.returncode == 2 and "did you mean cut_in" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "strived", "events", "close_pass", "--profile", "video"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and "(video profile)" in r.stdout and '"event": "close_pass"' in r.stdout
