@@ -42,13 +42,17 @@ def test_dead_rule_ranks_nothing_and_says_why(tmp_path):
 
 
 def test_fused_hit_carries_the_rule_status(tmp_path):
+    from strived.retrieval.sources import ensure_text_index
+
     lib = _library(tmp_path)
-    resp = engine.search(lib, "the ego car brakes hard", rule=RULE, sources=("rule", "bm25"),
+    ensure_text_index(lib, dense=False)
+    resp = engine.search(lib, "a car and a truck", rule=RULE, sources=("rule", "bm25"),
                          weights={"rule": 1.0, "bm25": 1.0})
     vid = [h for h in resp.hits if h.video_id == "video"]
-    if vid:  # BM25 may rank it; the rule part must say it could not judge it
-        assert vid[0].per_source["rule"]["status"] == "cannot evaluate"
-        assert vid[0].per_source["rule"]["rank"] is None
+    assert vid, [h.video_id for h in resp.hits]          # ranked by BM25 ...
+    assert vid[0].per_source["rule"]["status"] == "cannot evaluate"   # ... not judged by the rule
+    assert vid[0].per_source["rule"]["rank"] is None
+    assert "status" not in [h for h in resp.hits if h.video_id == "can"][0].per_source["rule"]
     lib.close()
 
 
