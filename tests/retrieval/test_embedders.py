@@ -117,3 +117,21 @@ def test_library_uses_the_chosen_model_dir(tiny_clip_dir, tiny_video, tmp_path):
     rep = sources.ensure_text_index(lib)
     assert rep.dense_kind == "text-of-perception" and rep.dense_embedded == 1
     sources.clear_caches()
+
+
+def test_query_path_without_torch_gives_the_same_vectors_as_sentence_transformers():
+    """A few short texts in a fresh embedder go through the numpy forward pass (no torch import);
+    a batch goes through sentence-transformers. Both must give the same vectors, or a query would
+    be compared with segments embedded by a different function."""
+    texts = ["a car cuts into our lane from the right", "The EGO car brakes HARD!!", "",
+             "pedestrian crossing, night; rain?", "überholt uns links 😀", "truck " * 400]
+    small = MiniLMTextEmbedder()
+    a = small.embed_texts(texts)
+    assert small._model is None and small._small, "few texts must not load the torch model"
+    big = MiniLMTextEmbedder()
+    b = big.embed_texts(texts * 2)[:len(texts)]          # > SMALL_BATCH: the torch path
+    assert big._model is not None
+    assert a.shape == b.shape == (len(texts), 384)
+    np.testing.assert_allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
+    assert float((a * b).sum(1).min()) > 0.99999
+    np.testing.assert_allclose(a, b, atol=2e-5)
