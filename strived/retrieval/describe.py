@@ -138,19 +138,31 @@ def ego_phrases(rec: VideoRecords, t0_s: float | None = None, t1_s: float | None
 
 
 def _track_view(rec: VideoRecords, tr: Track, t0_s, t1_s):
+    """(times, fields) of a track inside [t0_s, t1_s): slices (views) of its sorted time axis."""
     tt = rec.t[tr.pos]
-    m = np.ones(len(tt), bool) if t0_s is None else (tt >= t0_s) & (tt < t1_s)
-    return tt[m], {k: v[m] for k, v in tr.fields.items()}
+    if t0_s is None:
+        return tt, tr.fields
+    if len(tt) > 1 and not bool((tt[1:] >= tt[:-1]).all()):
+        m = (tt >= t0_s) & (tt < t1_s)
+        return tt[m], {k: v[m] for k, v in tr.fields.items()}
+    a, b = np.searchsorted(tt, (t0_s, t1_s), side="left")
+    return tt[a:b], {k: v[a:b] for k, v in tr.fields.items()}
 
 
 def _first_last(x: np.ndarray):
-    ok = np.flatnonzero(np.isfinite(x))
-    return (x[ok[0]], x[ok[-1]]) if ok.size else (np.nan, np.nan)
+    ok = np.isfinite(x)
+    i = int(ok.argmax()) if len(x) else 0
+    if not len(x) or not ok[i]:
+        return (np.nan, np.nan)
+    return x[i], x[len(x) - 1 - int(ok[::-1].argmax())]
 
 
 def track_phrases(rec: VideoRecords, tr: Track, t0_s=None, t1_s=None) -> list[str]:
     """Everyday-word motion of one tracked object relative to the ego vehicle."""
-    tt, f = _track_view(rec, tr, t0_s, t1_s)
+    return _view_phrases(tr, *_track_view(rec, tr, t0_s, t1_s))
+
+
+def _view_phrases(tr: Track, tt: np.ndarray, f: dict) -> list[str]:
     if len(tt) < 3:
         return []
     color = tr.attrs.get("color") or tr.attrs.get("colour")
@@ -163,18 +175,21 @@ def track_phrases(rec: VideoRecords, tr: Track, t0_s=None, t1_s=None) -> list[st
         dist = f.get("loc_z")
     lx = f.get("loc_x")
     if dist is not None and np.isfinite(dist).any():
-        ahead = np.where(dist > 0, dist, np.nan)  # objects behind do not "approach"
-        _, fall = _max_change(tt, ahead, APPROACH_WINDOW_S)
-        if fall >= APPROACH_MIN_M and np.nanmin(np.abs(dist)) < NEAR_M:
-            out.append(f"{art} {who} approaches")
-        gap = np.abs(dist) if lx is None else np.hypot(dist, np.nan_to_num(lx, nan=0.0))
-        if np.isfinite(gap).any() and np.nanmin(gap) < VERY_CLOSE_M:
-            out.append(f"{art} {who} comes very close")
+        dmin = float(np.nanmin(np.abs(dist)))
+        if dmin < NEAR_M:     # cheap test first: never near, never "approaches"
+            ahead = np.where(dist > 0, dist, np.nan)  # objects behind do not "approach"
+            _, fall = _max_change(tt, ahead, APPROACH_WINDOW_S)
+            if fall >= APPROACH_MIN_M:
+                out.append(f"{art} {who} approaches")
+        if dmin < VERY_CLOSE_M:  # the gap is never below |distance|
+            gap = np.abs(dist) if lx is None else np.hypot(dist, np.nan_to_num(lx, nan=0.0))
+            if np.isfinite(gap).any() and np.nanmin(gap) < VERY_CLOSE_M:
+                out.append(f"{art} {who} comes very close")
     if lx is not None and np.isfinite(lx).sum() >= 3 and dist is not None:
         a, b = _first_last(lx)
-        near = np.isfinite(dist) & (np.abs(dist) < 30)
-        if np.isfinite(a) and np.isfinite(b) and near.any() and abs(a) >= CROSS_SIDE_M \
-                and abs(b) >= CROSS_SIDE_M and np.sign(a) != np.sign(b):
+        if np.isfinite(a) and np.isfinite(b) and abs(a) >= CROSS_SIDE_M \
+                and abs(b) >= CROSS_SIDE_M and np.sign(a) != np.sign(b) \
+                and (np.isfinite(dist) & (np.abs(dist) < 30)).any():
             side = "right" if a > 0 else "left"
             out.append(f"{art} {who} crosses in front from the {side}")
     lane = f.get("lane_rel")
@@ -187,8 +202,10 @@ def track_phrases(rec: VideoRecords, tr: Track, t0_s=None, t1_s=None) -> list[st
     lz = f.get("loc_z")
     if lz is not None and lx is not None and np.isfinite(lz).sum() >= 3:
         a, b = _first_last(lz)
-        side_x = np.nanmedian(lx) if np.isfinite(lx).any() else np.nan
-        if a < 2.0 and b > 8.0 and np.isfinite(side_x) and abs(side_x) >= CROSS_SIDE_M:
+        side_x = np.nan
+        if a < 2.0 and b > 8.0 and np.isfinite(lx).any():
+            side_x = np.nanmedian(lx)
+        if np.isfinite(side_x) and abs(side_x) >= CROSS_SIDE_M:
             out.append(f"{art} {who} overtakes us on the {'right' if side_x > 0 else 'left'}")
     return out
 
@@ -196,8 +213,7 @@ def track_phrases(rec: VideoRecords, tr: Track, t0_s=None, t1_s=None) -> list[st
 def class_counts(rec: VideoRecords, t0_s=None, t1_s=None, min_samples: int = 3) -> Counter:
     c = Counter()
     for tr in rec.tracks:
-        tt = rec.t[tr.pos]
-        n = len(tt) if t0_s is None else int(((tt >= t0_s) & (tt < t1_s)).sum())
+        n = len(tr.pos) if t0_s is None else len(_track_view(rec, tr, t0_s, t1_s)[0])
         if n >= min_samples:
             c[tr.cls] += 1
     return c
@@ -266,21 +282,21 @@ def segment_bounds(rec: VideoRecords, segment_s: float = 4.0) -> list[tuple[floa
 
 def segment_text(rec: VideoRecords, t0_s: float, t1_s: float) -> str:
     """A short description of what the records show in [t0_s, t1_s)."""
-    counts = class_counts(rec, t0_s, t1_s, min_samples=2)
+    views = [(tr, *_track_view(rec, tr, t0_s, t1_s)) for tr in rec.tracks]
+    counts = Counter(tr.cls for tr, tt, _ in views if len(tt) >= 2)
     bits = [scene_words(rec)]
     bits += ego_phrases(rec, t0_s, t1_s)
     bits.append(_objects_sentence(counts, Counter()))
     nearest = None
-    for tr in rec.tracks:
-        tt, f = _track_view(rec, tr, t0_s, t1_s)
+    for tr, tt, f in views:
         d = f.get("distance")
-        if d is None or not np.isfinite(d).any():
+        if d is None or not len(d) or not np.isfinite(d).any():
             continue
         lx = f.get("loc_x")
-        d = np.where(d > 0, d, np.nan)
-        if not np.isfinite(d).any():
+        d = np.where(d > 0, d, np.inf)          # NaN and behind never count as nearest ahead
+        k = int(d.argmin())
+        if not np.isfinite(d[k]):
             continue
-        k = int(np.nanargmin(d))
         ahead = d[k] > 0 and (lx is None or not np.isfinite(lx[k]) or abs(lx[k]) < CROSS_SIDE_M)
         if ahead and (nearest is None or d[k] < nearest[0]):
             nearest = (float(d[k]), tr.cls)
@@ -288,8 +304,8 @@ def segment_text(rec: VideoRecords, t0_s: float, t1_s: float) -> str:
         bits.append(f"nearest {CLASS_WORDS.get(nearest[1], nearest[1]).split()[0]} ahead "
                     f"at {nearest[0]:.0f} m")
     seen = set()
-    for tr in rec.tracks:
-        for p in track_phrases(rec, tr, t0_s, t1_s):
+    for tr, tt, f in views:
+        for p in _view_phrases(tr, tt, f):
             if p not in seen and len(seen) < 6:
                 seen.add(p)
                 bits.append(p)
