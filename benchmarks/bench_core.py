@@ -22,12 +22,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from strived.records import Track, VideoInfo, VideoRecords  # noqa: E402
+from strived.evaluation.synth import make_video  # noqa: E402,F401  (bench_search imports it from here)
 from strived.rules import RuleScorer, parse_rule  # noqa: E402
 from strived.rules.reference import score_video  # noqa: E402
 from strived.store import Library  # noqa: E402
 
-CLASSES = ("car", "car", "car", "truck", "bus", "pedestrian", "bicycle", "motorcycle")
 RULE = {"event": "cut_in", "entity": {"class_filter": ["car", "truck"], "agg_mode": "any"},
         "hard_gates": [{"field": "distance", "op": "lt", "value": 40.0}],
         "soft_scores": [{"type": "temporal_change", "field": "loc_x", "window_seconds": 4.0, "magnitude": 14.0}]}
@@ -38,23 +37,6 @@ RULE2 = {"event": "ego_brake", "entity": {"role": "ego"},
 
 def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-def make_video(k: int, rng: np.random.Generator, duration_s=20.0, fps=10.0, n_tracks=15) -> VideoRecords:
-    n = int(duration_s * fps)
-    t = np.arange(n) / fps
-    tracks = []
-    for j in range(n_tracks):
-        pos = np.arange(n, dtype=np.int32)  # every track spans the clip: 15 x 200 = 3000 object-frames
-        z = np.abs(30 + np.cumsum(rng.normal(0, 0.8, n))).astype(np.float32)
-        x = (rng.normal(0, 4) + np.cumsum(rng.normal(0, 0.15, n))).astype(np.float32)
-        fields = {"distance": z, "loc_x": x, "loc_z": z, "lane_rel": np.round(x / 3.5).astype(np.float32),
-                  "bbox_area": (2e5 / (1 + z)).astype(np.float32), "score": np.full(n, 0.8, np.float32)}
-        tracks.append(Track(j + 1, CLASSES[(k + j) % len(CLASSES)], pos, fields, None))
-    speed = np.abs(10 + np.cumsum(rng.normal(0, 0.3, n)))
-    ego = {"speed": speed, "yaw_rate": rng.normal(0, 0.05, n), "accel": np.gradient(speed, t)}
-    info = VideoInfo(f"v{k:06d}", None, fps, n, 1280, 720, "synthetic")
-    return VideoRecords(info, np.arange(n, dtype=np.int64), t, ego, tracks)
 
 
 def main(argv=None) -> int:

@@ -12,6 +12,14 @@ def register(sub) -> None:
     p = sub.add_parser("bench", help="run the speed benchmarks (benchmarks/bench_*.py) and print ratios",
                        description="Runs the repository's benchmark scripts as subprocesses and prints each "
                                    "fast path vs its reference and each latency vs the paper's.")
+    p.add_argument("suite", nargs="?", choices=("scale",), default=None,
+                   help="scale: a synthetic library of --videos N built once under --cache, measured "
+                        "whole in a new process (JSON keys: see strived.evaluation.scale.KEYS)")
+    p.add_argument("--videos", type=int, nargs="+", default=[1000],
+                   help="scale: library sizes to build and measure (default 1000)")
+    p.add_argument("--cache", default=None,
+                   help="scale: folder for the built libraries and the embedding cache "
+                        "(default ~/.cache/strived/bench-scale)")
     p.add_argument("--only", default=None,
                    help="comma-separated subset of core,perception,retrieval,calibration,app (default: all)")
     p.add_argument("--quick", action="store_true", help="small sizes (about a minute or two per benchmark)")
@@ -23,6 +31,8 @@ def register(sub) -> None:
 
 
 def cmd_bench(args) -> int:
+    if args.suite == "scale":
+        return _cmd_scale(args)
     from ..evaluation.report import format_bench, parse_only, run_benchmarks
 
     names = parse_only(args.only)
@@ -34,3 +44,23 @@ def cmd_bench(args) -> int:
         print(f"wrote {args.json_out}", file=sys.stderr)
     bad = [n for n, r in res["benchmarks"].items() if r["status"] in ("failed", "timeout")]
     return 1 if bad else 0
+
+
+def _cmd_scale(args) -> int:
+    from ..errors import StrivedError
+    from ..evaluation import scale
+
+    if any(n < 1 for n in args.videos):
+        raise StrivedError("--videos: sizes must be positive")
+    cache = Path(args.cache).expanduser() if args.cache else Path.home() / ".cache" / "strived" / "bench-scale"
+    echo = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+    rows = []
+    for n in args.videos:
+        echo(f"== {n:,} synthetic videos (20 s, 10 fps, 15 tracks; real MiniLM vectors)")
+        rows.append(scale.run(n, cache, echo))
+    print(scale.format_table(rows))
+    if args.json_out:
+        out = rows[0] if len(rows) == 1 else rows
+        Path(args.json_out).write_text(json.dumps(out, indent=2) + "\n")
+        print(f"wrote {args.json_out}", file=sys.stderr)
+    return 0

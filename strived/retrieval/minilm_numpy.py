@@ -113,7 +113,21 @@ class NumpyMiniLM:
     def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
         self._load()
         out = np.zeros((len(texts), self.dim), np.float32)
-        for i, t in enumerate(texts):
-            ids = np.asarray(self._tok.encode(t).ids, np.int64)
-            out[i] = self._encode_one(ids)
+        with _one_blas_thread():
+            for i, t in enumerate(texts):
+                ids = np.asarray(self._tok.encode(t).ids, np.int64)
+                out[i] = self._encode_one(ids)
         return out
+
+
+def _one_blas_thread():
+    """The matrices of one short text are tiny: a multi-threaded BLAS spends more time waking
+    threads than multiplying, and on a busy machine one query went from ~20 ms to over 1 s.
+    One thread for the duration of the call (threadpoolctl; without it, BLAS as configured)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        import contextlib
+
+        return contextlib.nullcontext()
+    return threadpool_limits(1, user_api="blas")
