@@ -32,6 +32,9 @@ def register(sub) -> None:
     p.add_argument("--fit-router", default=None, metavar="PATH",
                    help="also fit the fusion router on every query of this benchmark and write it to "
                         "PATH (strived.router/1 JSON; the shipped one is resources/router.json)")
+    p.add_argument("--rule-library", default=None, metavar="PATH",
+                   help="score the rule methods with this rule library JSON (e.g. written by `strived "
+                        "calibrate`) as it is, instead of the shipped one (no cross-fitting)")
     p.add_argument("--quiet", action="store_true", help="print only the metrics table")
     p.set_defaults(func=cmd_eval)
 
@@ -48,7 +51,13 @@ def cmd_eval(args) -> int:
         return 0
     bench = subset_benchmark(load_benchmark(args.bench), args.items)
     methods = tuple(m.strip() for m in args.methods.split(",")) if args.methods else DEFAULT_METHODS
-    prog = TerminalProgress()
+    rule_library = None
+    if args.rule_library:
+        from .search import load_rule_library
+
+        rule_library = load_rule_library(args.rule_library)
+    # a line per 10 % of each stage when stderr is not a terminal (CI logs, pipes)
+    prog = TerminalProgress(always=not args.quiet)
     lib = prepare_library(bench, Path(args.library) if args.library else None,
                           index_videos=args.index_videos, progress=prog)
     with lib:
@@ -57,7 +66,7 @@ def cmd_eval(args) -> int:
             from ..engine import build_text_index
 
             note = build_text_index(lib, progress=prog)
-        res = run_eval(bench, lib, methods, progress=prog, cv_folds=args.cv)
+        res = run_eval(bench, lib, methods, progress=prog, cv_folds=args.cv, rule_library=rule_library)
         if note:
             res.setdefault("notices", []).append(note)
         if args.fit_router:

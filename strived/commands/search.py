@@ -5,17 +5,20 @@ from __future__ import annotations
 import json
 import sys
 
-from ._common import add_library_arg, print_json
+from ._common import add_library_arg, load_json_file, parse_json_text, positive_int, print_json
 
 
 def register(sub) -> None:
     p = sub.add_parser("search", help="search a library in plain language")
     p.add_argument("query")
     add_library_arg(p)
-    p.add_argument("--top", type=int, default=10)
+    p.add_argument("--top", type=positive_int, default=10, help="number of results (default 10)")
     p.add_argument("--sources", default="rule,dense,bm25", help="comma-separated subset of rule,dense,bm25")
     p.add_argument("--rule", default=None, help="a rule JSON file to use instead of the library's")
     p.add_argument("--event", default=None, help="use the hand-written rule of this event key")
+    p.add_argument("--rule-library", default=None, metavar="PATH",
+                   help="a rule library JSON (e.g. written by `strived calibrate`) used for every video "
+                        "instead of the shipped calibrated ones")
     p.add_argument("--weights", default=None, help='fusion weights JSON, e.g. {"rule":1,"dense":0.5,"bm25":0}')
     p.add_argument("--explain", action="store_true", help="print the matched event, confidence, mode and rule")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -33,19 +36,41 @@ def configured_llm():
     return LLMClient(cfg) if cfg.usable else None
 
 
+def load_rule_library(path: str):
+    """A rule library JSON file (`strived calibrate` writes one), validated like the shipped ones."""
+    from ..rulelib.library import RuleLibrary
+
+    return RuleLibrary.load(path)
+
+
+def parse_weights(text: str) -> dict[str, float]:
+    """``--weights`` JSON: an object of source -> finite weight >= 0 (not all zero)."""
+    import math
+
+    from ..engine import SOURCES
+    from ..errors import StrivedError
+
+    w = parse_json_text(text, "--weights")
+    if not isinstance(w, dict) or not w:
+        raise StrivedError('--weights must be a JSON object such as {"rule": 1, "dense": 0.5, "bm25": 0}')
+    bad = [k for k in w if k not in SOURCES]
+    if bad:
+        raise StrivedError(f"--weights: unknown source(s) {', '.join(map(repr, bad))}; valid: {', '.join(SOURCES)}")
+    for k, v in w.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise StrivedError(f"--weights: the weight of {k!r} must be a finite number >= 0, found {v!r}")
+    if not any(v > 0 for v in w.values()):
+        raise StrivedError("--weights: at least one weight must be above 0")
+    return {k: float(v) for k, v in w.items()}
+
+
 def cmd_search(args) -> int:
     from ..engine import search
     from ..store import Library
 
-    rule = None
-    if args.rule:
-        with open(args.rule, encoding="utf-8") as fh:
-            try:
-                rule = json.load(fh)
-            except json.JSONDecodeError as e:
-                print(f"strived: error: {args.rule}: not valid JSON (line {e.lineno}): {e.msg}", file=sys.stderr)
-                return 1
-    weights = json.loads(args.weights) if args.weights else None
+    rule = load_json_file(args.rule, "rule file") if args.rule else None
+    rule_library = load_rule_library(args.rule_library) if args.rule_library else None
+    weights = parse_weights(args.weights) if args.weights else None
     llm = configured_llm()
     with Library.open(args.library) as lib:
         if len(lib) == 0:
@@ -53,7 +78,7 @@ def cmd_search(args) -> int:
             return 0
         resp = search(lib, args.query, rule=rule, event=args.event, weights=weights,
                       sources=tuple(s.strip() for s in args.sources.split(",") if s.strip()),
-                      top_k=args.top, llm=llm)
+                      top_k=args.top, llm=llm, rule_library=rule_library)
     if args.json:
         print_json(resp.to_dict())
         return 0

@@ -128,7 +128,9 @@ def rule_hits(ctx: EvalContext, q: BenchQuery, *, calibrated=True, adapter=True,
     key = ("rule", q.id, calibrated, adapter, binarize, no_gates, no_entity, profiles)
     if key in ctx.cache:
         return ctx.cache[key]
-    if calibrated and ctx.cv_folds:
+    if calibrated and ctx.rule_library is not None:
+        parts = [(None, ctx.rule_library)]
+    elif calibrated and ctx.cv_folds:
         parts = [(fold, lib) for fold, lib in _cv_libraries(ctx, profiles)]
     else:
         parts = _shipped_libraries(ctx, calibrated, profiles)

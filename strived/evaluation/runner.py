@@ -40,6 +40,7 @@ class EvalContext:
     llm: object = None
     cv_folds: int = 0  # > 0: calibrated rules are cross-fitted (each item scored by a library
     #                     calibrated without its fold); 0: the shipped library as it is
+    rule_library: object = None  # a user's RuleLibrary: used as it is for the calibrated rule methods
     cache: dict = field(default_factory=dict)
 
 
@@ -107,7 +108,7 @@ def _span_overlap(span, truths) -> bool:
 
 
 def run_eval(bench: Benchmark, library, methods=DEFAULT_METHODS, *, llm=None, cv_folds: int = 0,
-             progress: ProgressFn = None, cancel: CancelFn = None) -> dict:
+             rule_library=None, progress: ProgressFn = None, cancel: CancelFn = None) -> dict:
     """Evaluate ``methods`` on every query. Returns the FORMATS.md section 3 document.
 
     ``cv_folds`` > 0 cross-fits the calibrated library (out-of-sample numbers on the benchmark
@@ -117,11 +118,14 @@ def run_eval(bench: Benchmark, library, methods=DEFAULT_METHODS, *, llm=None, cv
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise StrivedError(f"unknown method(s) {unknown}; valid: {', '.join(METHODS)}")
-    ctx = EvalContext(bench, library, llm, cv_folds)
+    if rule_library is not None:
+        cv_folds = 0          # the user's library is evaluated as it is
+    ctx = EvalContext(bench, library, llm, cv_folds, rule_library)
     items = set(bench.item_ids)
     in_lib = set(library.video_ids()) & items
     out = {"benchmark": bench.name, "n_items": len(bench.items), "n_queries": len(bench.queries),
            "calibration": (f"cross-fitted, {cv_folds} folds by source and sequence" if cv_folds
+                           else f"rule library {rule_library.version} as it is" if rule_library is not None
                            else "shipped library as it is"),
            "n_items_searchable": len(in_lib),
            "not_searchable": sorted(items - in_lib),

@@ -124,3 +124,44 @@ def test_events_lists_the_library_and_suggests_on_a_typo():
     r = subprocess.run([sys.executable, "-m", "strived", "events", "close_pass", "--profile", "video"],
                        capture_output=True, text=True)
     assert r.returncode == 0 and "(video profile)" in r.stdout and '"event": "close_pass"' in r.stdout
+
+
+def test_calibrated_library_round_trip_through_search_and_eval(tmp_path, bench_dev, capsys):
+    """`strived calibrate` writes a rule library; `--rule-library` makes search and eval use it."""
+    from strived.rulelib.library import RuleLibrary, load_default_library
+
+    recs = bench_dev / "records"
+    lib = tmp_path / "lib"
+    assert main(["import", str(recs), "-L", str(lib)]) == 0
+    out = tmp_path / "mine.json"
+    assert main(["calibrate", str(lib), "--benchmark", str(bench_dev), "--events", "ego_brake",
+                 "--out", str(out)]) == 0
+    mine = RuleLibrary.load(out)
+    capsys.readouterr()
+    assert main(["search", "the ego car brakes hard", "-L", str(lib), "--json", "--rule-library", str(out)]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["match"]["event"] == "ego_brake"
+    rule = RuleLibrary.load(out).rule("ego_brake").to_dict()
+    assert got["rule"]["soft_scores"] == rule["soft_scores"]
+    # the user's library, not the shipped one, decided the rule (their numbers differ here)
+    shipped = load_default_library().rule("ego_brake").to_dict()
+    if shipped["soft_scores"] != rule["soft_scores"]:
+        assert main(["search", "the ego car brakes hard", "-L", str(lib), "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["rule"]["soft_scores"] != rule["soft_scores"]
+    ev = tmp_path / "ev.json"
+    assert main(["eval", str(bench_dev), "--library", str(lib), "--items", "records", "--methods", "rule",
+                 "--rule-library", str(out), "--json", str(ev), "--quiet"]) == 0
+    assert json.loads(ev.read_text())["calibration"] == f"rule library {mine.version} as it is"
+    # a broken library file is a clear error, not a traceback
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    r = run_cli("search", "x", "-L", lib, "--rule-library", bad)
+    assert r.returncode != 0 and "not valid JSON" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_eval_prints_progress_lines_when_not_on_a_terminal(tmp_path, bench_dev):
+    lib = tmp_path / "lib"
+    r = run_cli("eval", bench_dev, "--library", lib, "--items", "records", "--methods", "bm25", "--cv", "0")
+    assert r.returncode == 0, r.stderr[-1500:]
+    lines = [ln for ln in r.stderr.splitlines() if "/" in ln and ":" in ln]
+    assert len(lines) >= 3, r.stderr        # a line per 10 % of each stage, not silence
