@@ -10,7 +10,7 @@ from ._common import TerminalProgress
 
 
 def register(sub) -> None:
-    p = sub.add_parser("eval", help="evaluate retrieval methods on a benchmark folder (FORMATS.md §2)")
+    p = sub.add_parser("eval", help="evaluate retrieval methods on a benchmark folder (docs/formats.md §2)")
     p.add_argument("bench", help="benchmark folder with manifest.json and queries.json")
     p.add_argument("--methods", default=None,
                    help="comma-separated methods (default: all); see --list-methods")
@@ -19,7 +19,7 @@ def register(sub) -> None:
                    help="library holding the benchmark items (default: a cache folder per benchmark)")
     p.add_argument("--index-videos", action="store_true",
                    help="run perception on video items not yet in the library")
-    p.add_argument("--json", dest="json_out", default=None, help="write the FORMATS.md §3 JSON here")
+    p.add_argument("--json", dest="json_out", default=None, help="write the docs/formats.md §3 JSON here")
     p.add_argument("--markdown", default=None, help="write a markdown report here")
     p.add_argument("--cv", type=int, default=5, metavar="K",
                    help="cross-fit the calibrated library in K folds split by source and sequence, so "

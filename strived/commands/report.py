@@ -13,7 +13,7 @@ from ._common import TerminalProgress
 
 def register(sub) -> None:
     p = sub.add_parser("report", help="evaluation + performance report (markdown and PNG plots) of a benchmark folder")
-    p.add_argument("bench", help="benchmark folder with manifest.json and queries.json (FORMATS.md §2)")
+    p.add_argument("bench", help="benchmark folder with manifest.json and queries.json (docs/formats.md §2)")
     p.add_argument("--out", default="docs/report", help="output folder (default docs/report)")
     p.add_argument("--library", default=None,
                    help="library holding the benchmark items (default: a cache folder per benchmark)")

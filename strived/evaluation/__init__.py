@@ -1,1 +1,1 @@
-"""Benchmark folders (FORMATS.md section 2), the method registry and `run_eval`."""
+"""Benchmark folders (docs/formats.md section 2), the method registry and `run_eval`."""

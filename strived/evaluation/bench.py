@@ -1,4 +1,4 @@
-"""Read a retrieval benchmark folder (FORMATS.md section 2) with clear errors."""
+"""Read a retrieval benchmark folder (docs/formats.md section 2) with clear errors."""
 
 from __future__ import annotations
 

@@ -109,7 +109,7 @@ def _span_overlap(span, truths) -> bool:
 
 def run_eval(bench: Benchmark, library, methods=DEFAULT_METHODS, *, llm=None, cv_folds: int = 0,
              rule_library=None, progress: ProgressFn = None, cancel: CancelFn = None) -> dict:
-    """Evaluate ``methods`` on every query. Returns the FORMATS.md section 3 document.
+    """Evaluate ``methods`` on every query. Returns the docs/formats.md section 3 document.
 
     ``cv_folds`` > 0 cross-fits the calibrated library (out-of-sample numbers on the benchmark
     the shipped library was fitted on)."""

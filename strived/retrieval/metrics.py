@@ -2,7 +2,7 @@
 
 AP(ranking) = (1/|R|) * sum over ranks k holding a relevant item of (#relevant in top k) / k,
 where |R| counts every relevant item of the query (a relevant item never ranked contributes 0).
-Items in ``ignore`` (FORMATS.md "ambiguous") are removed from the ranking before computing.
+Items in ``ignore`` (docs/formats.md "ambiguous") are removed from the ranking before computing.
 """
 
 from __future__ import annotations
