@@ -94,7 +94,7 @@ def resolve_query_rule(query: str, *, library=None, llm=None, event: str | None 
     """Rule for a query: the calibrated library's matcher/adapter when present, else the
     hand-written rule of ``event``. Returns (rule, match info)."""
     if event:
-        from .evaluation.hand_rules import hand_rule
+        from .rulelib.hand_rules import hand_rule
 
         d = hand_rule(event)
         if d is None:

@@ -16,7 +16,7 @@ from ..engine import SOURCES, SourceUnavailable, rule_ranking, search, scorer_fo
 from ..rules import parse_rule
 from ..rules.explain import peak_span
 from .bench import BenchQuery
-from .runner import EvalContext, MethodOutput, MethodUnavailable, method
+from .registry import EvalContext, MethodOutput, MethodUnavailable, method
 
 
 def _rulelib():
@@ -241,7 +241,7 @@ for _name, (_sources, _variant, _desc) in _VARIANTS.items():
 
 @method("rule-hand", "symbolic path with the hand-written rule of the query's event key (no calibration)")
 def _rule_hand(ctx, q):
-    from .hand_rules import hand_rule
+    from ..rulelib.hand_rules import hand_rule
 
     if not q.event or hand_rule(q.event) is None:
         raise MethodUnavailable(f"no hand-written rule for event {q.event!r}")

@@ -12,52 +12,15 @@ import hashlib
 import re
 import os
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from ..errors import StrivedError
 from ..jobs import CancelFn, ProgressFn, check_cancel, report
 from ..retrieval.metrics import ACC_KS, query_metrics, summarize
-from .bench import BenchQuery, Benchmark
-
-
-class MethodUnavailable(StrivedError):
-    pass
-
-
-@dataclass
-class MethodOutput:
-    ranking: list[str]
-    spans: dict[str, tuple[float, float]] = field(default_factory=dict)
-    notices: list[str] = field(default_factory=list)
-
-
-@dataclass
-class EvalContext:
-    bench: Benchmark
-    library: object
-    llm: object = None
-    cv_folds: int = 0  # > 0: calibrated rules are cross-fitted (each item scored by a library
-    #                     calibrated without its fold); 0: the shipped library as it is
-    rule_library: object = None  # a user's RuleLibrary: used as it is for the calibrated rule methods
-    cache: dict = field(default_factory=dict)
-
-
-MethodFn = Callable[[EvalContext, BenchQuery], MethodOutput]
-METHODS: dict[str, tuple[MethodFn, str]] = {}
-
-
-def method(name: str, description: str):
-    def deco(fn: MethodFn) -> MethodFn:
-        METHODS[name] = (fn, description)
-        return fn
-    return deco
-
-
-DEFAULT_METHODS = ("full", "equal", "rule", "dense", "bm25", "rule-hand", "full-uncalibrated",
-                   "full-no-adapter", "full-binarised", "full-no-gates", "full-no-entity",
-                   "rule-uncalibrated", "rule-one-profile", "full-one-profile", "full-wordlist")
+from . import methods as _methods  # noqa: F401  (fills METHODS)
+from .bench import Benchmark
+from .registry import (DEFAULT_METHODS, METHODS, EvalContext, MethodFn, MethodOutput,  # noqa: F401
+                       MethodUnavailable, method)
 
 
 def bench_library_dir(bench: Benchmark) -> Path:
@@ -113,8 +76,6 @@ def run_eval(bench: Benchmark, library, methods=DEFAULT_METHODS, *, llm=None, cv
 
     ``cv_folds`` > 0 cross-fits the calibrated library (out-of-sample numbers on the benchmark
     the shipped library was fitted on)."""
-    from . import methods as _register  # noqa: F401  (fills METHODS)
-
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise StrivedError(f"unknown method(s) {unknown}; valid: {', '.join(METHODS)}")

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from strived.errors import RuleError
-from strived.evaluation.hand_rules import HAND_RULES, hand_rule
+from strived.rulelib.hand_rules import HAND_RULES, hand_rule
 from strived.rules import RuleScorer, parse_rule, rule_schema
 from strived.rules.explain import explain_video, peak_span
 from strived.rules.reference import score_video

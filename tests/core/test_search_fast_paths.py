@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from strived import engine
-from strived.evaluation.hand_rules import hand_rule
+from strived.rulelib.hand_rules import hand_rule
 from strived.retrieval.fusion import weighted_rrf
 from strived.rules import parse_rule
 from strived.rules.columns import T_EPS

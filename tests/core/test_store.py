@@ -82,7 +82,7 @@ def test_content_version_and_remove(tmp_path):
 
 
 def test_column_cache_matches_scan_and_invalidates(tmp_path, bench_records):
-    from strived.evaluation.hand_rules import hand_rule
+    from strived.rulelib.hand_rules import hand_rule
     from strived.rules import RuleScorer, parse_rule
     from strived.rules.columns import TrackColumns
 
@@ -103,7 +103,7 @@ def test_column_cache_matches_scan_and_invalidates(tmp_path, bench_records):
 
 def test_feature_cache_is_incremental(tmp_path, bench_records, monkeypatch):
     """Adding a video reuses cached features of the unchanged ones and computes only the new."""
-    from strived.evaluation.hand_rules import hand_rule
+    from strived.rulelib.hand_rules import hand_rule
     from strived.rules import RuleScorer, parse_rule
     from strived.rules import columns as C
 
