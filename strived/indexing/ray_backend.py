@@ -1,10 +1,16 @@
-"""Per-video perception as Ray tasks on a Ray cluster; results are written by the driver.
+"""Per-video perception on a Ray cluster with Ray Data; records are written by the driver.
 
-Each task perceives one video and returns plain data (the ``strived.records/1`` JSON dict, the
-thumbnail bytes, timings) or the error text, so the driver and the workers need not share Python
-objects beyond the package itself. On a remote cluster the workers must be able to import
-``strived`` (installed there, or shipped with ``runtime_env={"py_modules": [...]}``, which this module
-does for non-local addresses) and see the video paths (a shared filesystem).
+A dataset of the files to index (path, id, camera config) goes through ``map_batches`` (one video
+per batch, ``num_cpus``/``num_gpus`` per task); each task perceives its video and returns plain data
+(the ``strived.records/1`` JSON text, the thumbnail bytes, timings) or the error text. The driver
+streams the results as they finish and writes them through the same writer as local indexing, so
+a library is written by one process only. Ray Data retries a task whose worker or node died
+(system failures), so a killed worker costs time, not videos; a video whose result the driver has
+already written is never written again.
+
+On a remote cluster the workers must be able to import ``strived`` (installed there, or shipped
+with ``runtime_env={"py_modules": [...]}``, which this module does for non-local addresses) and
+read the video paths (a shared filesystem mounted at the same path on every node).
 """
 
 from __future__ import annotations
@@ -18,8 +24,8 @@ from ..errors import Cancelled, StrivedError
 POLL_S = 0.25
 
 
-def _perceive_remote(path: str, video_id: str, cfg_dict: dict, camera_config, root: str) -> dict:
-    """Run in a Ray worker: perceive one video, return a JSON-able result (never raises)."""
+def _perceive_one(path: str, video_id: str, cfg_dict: dict, camera_config, root: str) -> dict:
+    """Perceive one video in a Ray worker; a JSON-able result, never raises."""
     from ..perception.pipeline import PerceptionConfig, perceive_video
 
     fields = {k: v for k, v in cfg_dict.items() if k in PerceptionConfig.__dataclass_fields__}
@@ -30,9 +36,24 @@ def _perceive_remote(path: str, video_id: str, cfg_dict: dict, camera_config, ro
         return {"error": str(e), "kind": type(e).__name__}
     except Exception as e:  # reported per file by the driver
         return {"error": f"internal error: {type(e).__name__}: {e}", "kind": type(e).__name__}
-    return {"records": res.records.to_json_dict(), "thumbnail": res.thumbnail_jpeg,
-            "thumbnail_size": res.thumbnail_size, "timings_s": res.timings_s,
-            "n_sampled": res.n_sampled, "duration_s": res.duration_s}
+    return {"records": res.records.to_json_dict(), "thumbnail_size": res.thumbnail_size,
+            "timings_s": res.timings_s, "n_sampled": res.n_sampled, "duration_s": res.duration_s,
+            "thumbnail": res.thumbnail_jpeg}
+
+
+def _perceive_batch(batch: dict, cfg_json: str, root: str) -> dict:
+    """``map_batches`` function: columns ``path``, ``video_id``, ``camera`` (JSON text) in;
+    ``video_id``, ``result`` (JSON text) and ``thumbnail`` (bytes) out, one row per video."""
+    import json
+
+    cfg = json.loads(cfg_json)
+    out = {"video_id": [], "result": [], "thumbnail": []}
+    for path, vid, cam in zip(batch["path"], batch["video_id"], batch["camera"]):
+        r = _perceive_one(str(path), str(vid), cfg, json.loads(cam) if cam else None, root)
+        out["video_id"].append(str(vid))
+        out["thumbnail"].append(r.pop("thumbnail", None) or b"")
+        out["result"].append(json.dumps(r))
+    return out
 
 
 def init_ray(address: str, num_cpus: int | None = None):
@@ -55,51 +76,92 @@ def init_ray(address: str, num_cpus: int | None = None):
 
 
 def perceive_with_ray(items, cfg, address: str, root: Path, *, cancel=None,
-                      cpus_per_task: float = 1.0) -> Iterator[tuple[object, object]]:
-    """Submit one Ray task per item; yield (item, PerceptionResult | Exception) as tasks finish.
+                      cpus_per_task: float = 1.0, gpus_per_task: float = 0.0
+                      ) -> Iterator[tuple[object, object]]:
+    """Perceive ``items`` as a Ray Data pipeline; yield (item, PerceptionResult | Exception) as
+    videos finish (in no particular order).
 
-    ``cancel()`` is polled every ``POLL_S``; when true, pending tasks are cancelled and
-    ``Cancelled`` is raised.
-    """
+    ``cancel()`` is polled every ``POLL_S``; when true, the pipeline is abandoned (no new videos
+    start) and ``Cancelled`` is raised."""
+    import json
+    import queue
+    import threading
+
     from ..perception.pipeline import PerceptionResult
     from ..records import VideoRecords
 
     if not items:
         return
     ray = init_ray(address)
-    task = ray.remote(num_cpus=cpus_per_task, max_retries=1)(_perceive_remote)
-    cfg_dict = cfg.to_dict()
-    refs = {}
-    for item in items:
-        ref = task.remote(str(item.path.resolve()), item.video_id, cfg_dict, item.camera_config, str(root))
-        refs[ref] = item
-    pending = list(refs)
+    import ray.data
+
+    by_id = {it.video_id: it for it in items}
+    rows = [{"path": str(Path(it.path).resolve()), "video_id": it.video_id,
+             "camera": json.dumps(it.camera_config) if it.camera_config else ""} for it in items]
+    remote_args = {"num_cpus": cpus_per_task}
+    if gpus_per_task:
+        remote_args["num_gpus"] = gpus_per_task
+    ds = ray.data.from_items(rows, override_num_blocks=len(rows)).map_batches(
+        _perceive_batch, batch_size=1, batch_format="numpy",
+        fn_kwargs={"cfg_json": json.dumps(cfg.to_dict()), "root": str(root)}, **remote_args)
+
+    results: queue.Queue = queue.Queue(maxsize=4)
+    stop = threading.Event()
+    done = object()
+
+    def pump():
+        try:
+            for row in ds.iter_rows():
+                while not stop.is_set():
+                    try:
+                        results.put(row, timeout=POLL_S)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+        except Exception as e:  # the pipeline itself failed (cluster lost, ...)
+            results.put(e)
+        results.put(done)
+
+    th = threading.Thread(target=pump, name="strived-ray-data", daemon=True)
+    th.start()
+    seen: set[str] = set()
     try:
-        while pending:
+        while True:
             if cancel is not None and cancel():
                 raise Cancelled()
-            ready, pending = ray.wait(pending, num_returns=1, timeout=POLL_S)
-            for ref in ready:
-                item = refs[ref]
-                try:
-                    out = ray.get(ref)
-                except Exception as e:  # worker died, task cancelled...
-                    yield item, StrivedError(f"Ray task failed: {e}")
-                    continue
-                if "error" in out:
-                    yield item, StrivedError(out["error"])
-                    continue
-                try:
-                    rec = VideoRecords.from_json_dict(out["records"])
-                except StrivedError as e:
-                    yield item, e
-                    continue
-                size = tuple(out["thumbnail_size"]) if out.get("thumbnail_size") else None
-                yield item, PerceptionResult(rec, out.get("thumbnail"), size, out.get("timings_s", {}),
-                                             out.get("n_sampled", 0), out.get("duration_s", 0.0))
-    finally:
-        for ref in pending:
             try:
-                ray.cancel(ref, force=True)
-            except Exception:
-                pass
+                row = results.get(timeout=POLL_S)
+            except queue.Empty:
+                continue
+            if row is done:
+                break
+            if isinstance(row, Exception):
+                for vid, item in by_id.items():
+                    if vid not in seen:
+                        yield item, StrivedError(f"the Ray pipeline failed: {row}")
+                return
+            vid = str(row["video_id"])
+            item = by_id.get(vid)
+            if item is None or vid in seen:   # a retried task's duplicate: written once only
+                continue
+            seen.add(vid)
+            out = json.loads(row["result"])
+            if "error" in out:
+                yield item, StrivedError(out["error"])
+                continue
+            try:
+                rec = VideoRecords.from_json_dict(out["records"])
+            except StrivedError as e:
+                yield item, e
+                continue
+            size = tuple(out["thumbnail_size"]) if out.get("thumbnail_size") else None
+            thumb = bytes(row["thumbnail"]) if row.get("thumbnail") is not None and len(row["thumbnail"]) else None
+            yield item, PerceptionResult(rec, thumb, size, out.get("timings_s", {}),
+                                         out.get("n_sampled", 0), out.get("duration_s", 0.0))
+        for vid, item in by_id.items():
+            if vid not in seen:
+                yield item, StrivedError("the Ray pipeline returned no result for this video")
+    finally:
+        stop.set()
