@@ -36,6 +36,9 @@ MODELS = [
      "Apache-2.0 (ours); calibrated on bench-dev labels, which are NOT bundled", "always"),
     ("Generated sample scenarios and clips", "strived/sample.py (rendered on the user's machine)",
      "public domain (generated)", "always"),
+    ("Real sample clip (resources/sample/street_bus_passes.mp4, indexed by `strived demo`)",
+     "OpenMMLab mmdetection demo/demo.mp4, unmodified (resources/sample/PROVENANCE.md)",
+     "Apache-2.0, Copyright OpenMMLab", "always"),
 ]
 OTHERS = [
     ("CPython 3.11 runtime (libpython, stdlib)", "PSF-2.0"),
