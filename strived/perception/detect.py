@@ -27,6 +27,7 @@ from typing import Protocol, Sequence
 import numpy as np
 
 from ..errors import StrivedError
+from .boxes import iou_matrix
 
 CLASSES = ("car", "truck", "bus", "pedestrian", "motorcycle", "bicycle")
 CLASS_INDEX = {c: i for i, c in enumerate(CLASSES)}
@@ -73,20 +74,6 @@ def label_map(names: Sequence[str]) -> np.ndarray:
 
 def _empty() -> np.ndarray:
     return np.zeros((0, 6), dtype=np.float32)
-
-
-def _box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Pairwise IoU of (n,4) and (m,4) xyxy boxes."""
-    if len(a) == 0 or len(b) == 0:
-        return np.zeros((len(a), len(b)), dtype=np.float32)
-    x1 = np.maximum(a[:, None, 0], b[None, :, 0])
-    y1 = np.maximum(a[:, None, 1], b[None, :, 1])
-    x2 = np.minimum(a[:, None, 2], b[None, :, 2])
-    y2 = np.minimum(a[:, None, 3], b[None, :, 3])
-    inter = np.clip(x2 - x1, 0, None) * np.clip(y2 - y1, 0, None)
-    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
-    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
-    return inter / np.maximum(area_a[:, None] + area_b[None, :] - inter, 1e-9)
 
 
 def _intersection_over_smaller(a: np.ndarray, b: np.ndarray) -> float:
@@ -141,7 +128,7 @@ def postprocess(dets: np.ndarray, *, nms_iou: float = 0.45, vehicle_merge_iou: f
         for j in keep:
             same = dets[i, 5] == dets[j, 5]
             both_vehicles = dets[i, 5] <= 2 and dets[j, 5] <= 2
-            iou = _box_iou(dets[i:i + 1, :4], dets[j:j + 1, :4])[0, 0]
+            iou = iou_matrix(dets[i:i + 1, :4], dets[j:j + 1, :4])[0, 0]
             ios = _intersection_over_smaller(dets[i, :4], dets[j, :4])
             if (same and iou >= nms_iou) or (both_vehicles and (iou >= vehicle_merge_iou or ios >= contained)):
                 ok = False
