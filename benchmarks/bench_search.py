@@ -27,9 +27,7 @@ import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_core import make_video  # noqa: E402
 
 from strived import engine  # noqa: E402
+from strived.llm.fake_server import FakeOpenAI  # noqa: E402
 from strived.store import Library  # noqa: E402
 
 QUERIES = [
@@ -124,52 +123,17 @@ def build_library(folder: Path, n: int, dense_mode: str) -> Library:
 
 # ------------------------------------------------------------------------------------ fake LLM
 
-class FakeLLM:
-    """OpenAI-compatible chat endpoint answering the matcher and the router validly."""
-
-    def __init__(self):
-        self.requests: list[dict] = []
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                fake.requests.append(body)
-                content = json.dumps(fake.answer(body))
-                payload = json.dumps({"id": "x", "object": "chat.completion", "created": 0,
-                                      "model": body.get("model"),
-                                      "choices": [{"index": 0, "finish_reason": "stop",
-                                                   "message": {"role": "assistant", "content": content}}]}
-                                     ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    @staticmethod
-    def answer(body: dict) -> dict:
-        system = body["messages"][0]["content"]
-        user = body["messages"][-1]["content"].lower()
-        if "fusion weights" in system:
-            return {"motion": "other object", "dense": 0.6, "rule": 1.0, "bm25": 0.1}
-        if "library event" in system:
-            ev = ("ego_brake" if "brake" in user else "cut_in" if "cut" in user else
-                  "ego_turn_left" if "left" in user and "turn" in user else "cut_in")
-            return {"event": ev, "confidence": 0.9, "reason": "fake"}
-        raise AssertionError("unexpected prompt: " + system[:80])
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+def fake_answer(body: dict) -> dict:
+    """Valid matcher and router answers (the fake endpoint's script for this benchmark)."""
+    system = body["messages"][0]["content"]
+    user = body["messages"][-1]["content"].lower()
+    if "fusion weights" in system:
+        return {"motion": "other object", "dense": 0.6, "rule": 1.0, "bm25": 0.1}
+    if "library event" in system:
+        ev = ("ego_brake" if "brake" in user else "cut_in" if "cut" in user else
+              "ego_turn_left" if "left" in user and "turn" in user else "cut_in")
+        return {"event": ev, "confidence": 0.9, "reason": "fake"}
+    raise AssertionError("unexpected prompt: " + system[:80])
 
 
 # ------------------------------------------------------------------------------------- measure
@@ -262,7 +226,7 @@ def bench_size(lib: Library, n: int, reps: int, llm_case: bool, profile: bool):
     if llm_case:
         from strived.llm import LLMClient, LLMConfig
 
-        fake = FakeLLM()
+        fake = FakeOpenAI(answer=fake_answer)
         with tempfile.TemporaryDirectory() as d:
             client = LLMClient(LLMConfig(base_url=fake.base_url, enabled=True, model="fake",
                                          timeout_s=10), cache=Path(d) / "llm.sqlite")
