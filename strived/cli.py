@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import sqlite3
 import sys
 
 from . import __version__
@@ -38,6 +39,17 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except StrivedError as e:
         print(f"strived: error: {e}", file=sys.stderr)
+        return 1
+    except sqlite3.OperationalError as e:  # e.g. I/O errors: not a damaged library
+        print(f"strived: error: the library database could not be used: {e}", file=sys.stderr)
+        return 1
+    except sqlite3.DatabaseError as e:  # a damaged page met after the library was opened
+        lib = getattr(args, "library", None) or "LIBRARY"
+        print(f"strived: error: the library database cannot be read ({e}); it may be damaged: run "
+              f"`strived check --library {lib}` for details and what to do", file=sys.stderr)
+        return 1
+    except RecursionError:
+        print("strived: error: the input is nested too deeply to be read", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("strived: interrupted", file=sys.stderr)

@@ -57,6 +57,36 @@ class LibraryLockedError(LibraryError):
                          "window?); try again when it has finished")
 
 
+class LibraryReadOnlyError(LibraryError):
+    """A change was asked of a library that could only be opened read-only."""
+
+    def __init__(self, path: str, why: str = "", message: str | None = None):
+        self.path, self.why = path, why
+        super().__init__(message or (
+            f"library {path} is read-only{f' ({why})' if why else ''}: it is open for searching "
+            "only, nothing can be indexed, imported, marked or saved in it; copy the folder "
+            "somewhere you can write to, or fix its permissions"))
+
+
+class LibraryCorruptError(LibraryError):
+    """The library database is damaged (failed integrity check or a malformed page)."""
+
+    def __init__(self, path: str, detail: str = ""):
+        self.path, self.detail = path, detail
+        super().__init__(f"library {path} is damaged ({detail or 'database disk image is malformed'}); "
+                         "it is not written to. Run `strived check --library "
+                         f"{path}` for details: it can copy every readable video into a new library "
+                         "(--salvage NEW), or re-index the footage into a new library")
+
+
+class UnsafePathError(StrivedError):
+    """A name (video id, output file) would lead outside the folder it belongs in."""
+
+    def __init__(self, message: str, path: str | None = None):
+        self.path = path
+        super().__init__(message)
+
+
 class VideoDecodeError(StrivedError):
     def __init__(self, path: str, message: str, frame_idx: int | None = None):
         self.path, self.frame_idx = path, frame_idx
@@ -65,7 +95,7 @@ class VideoDecodeError(StrivedError):
 
 
 class BenchmarkError(StrivedError):
-    """A benchmark folder does not follow FORMATS.md section 2."""
+    """A benchmark folder does not follow docs/formats.md section 2."""
 
 
 class Cancelled(StrivedError):

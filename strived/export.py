@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from .errors import Cancelled, StrivedError
+from .errors import Cancelled, StrivedError, UnsafePathError
 from .jobs import CancelFn, ProgressFn, check_cancel, report
+from .safepaths import output_path, safe_filename, unique_filename
 
 FORMATS = ("csv", "json", "fiftyone", "openlabel")
 CLIP_MODES = ("reencode", "copy")
@@ -140,6 +141,7 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> str:
     path = Path(path)
     tmp = _tmp_name(path)
     try:
+        _unlink(tmp)  # a stale temp (or a planted symlink) is replaced, never written through
         with open(tmp, "wb") as fh:
             fh.write(data.encode("utf-8") if isinstance(data, str) else data)
             fh.flush()
@@ -334,9 +336,16 @@ def export_results(rows: list[dict], out_dir: str | os.PathLike, *,
     rows = [dict(r) for r in rows]
     label = str(context.get("match", {}).get("event") or context.get("event") or "match")
 
+    def target(*parts: str) -> Path:  # every output file is named here, inside ``out``
+        try:
+            return output_path(out, *parts)
+        except UnsafePathError as e:
+            raise ExportError(f"{e} (nothing was written)", e.path) from None
+
     if clips:
-        clip_dir = out / "clips"
+        clip_dir = target("clips")
         _check_writable(clip_dir)
+        clip_names: set[str] = set()
         total = sum(max(1, (r["end_frame"] or 0) - (r["start_frame"] or 0) + 1) for r in rows)
         done = 0
         for r in rows:
@@ -345,8 +354,9 @@ def export_results(rows: list[dict], out_dir: str | os.PathLike, *,
             if not src or not os.path.exists(src):
                 rep.skipped.append((r["video_id"], "no video file (records only, or moved)"))
                 continue
-            name = f"{r['rank']:03d}_{r['video_id']}_{r['start_s']:.1f}-{r['end_s']:.1f}s.mp4"
-            dst = clip_dir / name
+            name = unique_filename(f"{r['rank']:03d}_{safe_filename(r['video_id'], 'video', 80)}_"
+                                   f"{r['start_s']:.1f}-{r['end_s']:.1f}s.mp4", clip_names)
+            dst = target("clips", name)
             base = done
 
             def on_frame(k, base=base, vid=r["video_id"]):
@@ -367,17 +377,20 @@ def export_results(rows: list[dict], out_dir: str | os.PathLike, *,
     check_cancel(cancel)
     docs: list[tuple[Path, str]] = []
     if "csv" in formats:
-        docs.append((out / "clips.csv", to_csv(rows)))
+        docs.append((target("clips.csv"), to_csv(rows)))
     if "json" in formats:
-        docs.append((out / "clips.json", to_json(rows, context)))
+        docs.append((target("clips.json"), to_json(rows, context)))
     if "fiftyone" in formats:
         lab, data = to_fiftyone(rows, label)
-        (out / "fiftyone").mkdir(exist_ok=True)
-        docs += [(out / "fiftyone" / "labels.json", lab), (out / "fiftyone" / "data.json", data)]
+        _check_writable(target("fiftyone"))
+        docs += [(target("fiftyone", "labels.json"), lab), (target("fiftyone", "data.json"), data)]
     if "openlabel" in formats:
-        (out / "openlabel").mkdir(exist_ok=True)
-        docs += [(out / "openlabel" / f"{r['video_id']}.json", to_openlabel(r, label, context))
-                 for r in rows]
+        _check_writable(target("openlabel"))
+        ol_names: set[str] = set()
+        # a video id is never used as a path as is: an id from an older library may hold '../'
+        docs += [(target("openlabel", unique_filename(safe_filename(r["video_id"], "video") + ".json",
+                                                      ol_names)),
+                  to_openlabel(r, label, context)) for r in rows]
     written: list[str] = []
     try:
         for k, (p, text) in enumerate(docs):

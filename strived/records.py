@@ -1,4 +1,4 @@
-"""Per-frame records: the `strived.records/1` interchange format (FORMATS.md section 1).
+"""Per-frame records: the `strived.records/1` interchange format (docs/formats.md section 1).
 
 In memory a video's records are column arrays, not a list of dicts: one `Track` per tracked object
 with float32 arrays per field (NaN = missing) and positions into the video's sampled frame list.
@@ -24,7 +24,7 @@ OBJECT_FIELDS = ("distance", "loc_x", "loc_z", "lane_rel", "bbox_area", "score")
 EGO_FIELDS = ("speed", "yaw_rate", "accel", "jolt", "speed_conf")
 # jolt: sudden global image motion (impact / hard bump), rad/s of unexpected camera rotation
 # (see perception/egomotion.py); speed_conf: 0..1 confidence of the speed value (perceived video).
-# Both are optional in files (richer than FORMATS.md's three keys, which every reader accepts).
+# Both are optional in files (richer than the minimal format's three keys, which every reader accepts).
 KNOWN_CLASSES = ("car", "truck", "bus", "pedestrian", "motorcycle", "bicycle", "barrier",
                  "traffic_cone", "other")
 INT_FIELDS = ("lane_rel",)
@@ -130,6 +130,11 @@ class VideoRecords:
         vid = v["id"]
         if not isinstance(vid, str) or not vid.strip():
             raise RecordsError("must be a non-empty string", path=P, key="video.id")
+        from .safepaths import video_id_problem
+
+        why = video_id_problem(vid)
+        if why:
+            raise RecordsError(f"{vid!r} {why}", path=P, key="video.id")
         fps = _num(v["fps"], P, None, "video.fps")
         if not fps > 0:
             raise RecordsError(f"must be > 0, found {fps}", path=P, key="video.fps")
@@ -155,7 +160,7 @@ class VideoRecords:
     @classmethod
     def from_frames(cls, info: VideoInfo, frames: list, source_path: str | None = None,
                     track_attrs: dict[int, dict] | None = None) -> "VideoRecords":
-        """Build column arrays from a FORMATS.md ``frames`` list (validated)."""
+        """Build column arrays from a docs/formats.md ``frames`` list (validated)."""
         P = source_path
         n = len(frames)
         frame_idx = np.zeros(n, np.int64)

@@ -3,10 +3,9 @@ optionally the cut clips) — the same engine functions the app's Export dialog 
 
 from __future__ import annotations
 
-import json
 import sys
 
-from ._common import TerminalProgress, add_library_arg
+from ._common import TerminalProgress, add_library_arg, load_json_file, positive_int
 
 
 def register(sub) -> None:
@@ -15,7 +14,7 @@ def register(sub) -> None:
     p.add_argument("query", help="plain-language query")
     p.add_argument("out_dir", help="export folder")
     add_library_arg(p)
-    p.add_argument("--top-k", type=int, default=20)
+    p.add_argument("--top-k", type=positive_int, default=20)
     p.add_argument("--format", action="append", choices=("csv", "json", "fiftyone", "openlabel"),
                    help="repeatable; default csv and json")
     p.add_argument("--clips", choices=("reencode", "copy"), default=None,
@@ -31,10 +30,7 @@ def cmd_export_results(args) -> int:
 
     lib = Library.open(args.library)
     try:
-        rule = None
-        if args.rule:
-            with open(args.rule, encoding="utf-8") as fh:
-                rule = json.load(fh)
+        rule = load_json_file(args.rule, "rule file") if args.rule else None
         resp = engine.search(lib, args.query, rule=rule, top_k=args.top_k)
         rows = clip_rows(resp, lib)
         ctx = {"query": resp.query, "rule": resp.rule, "weights": resp.weights, "match": resp.match,

@@ -6,7 +6,7 @@ import sys
 import time
 
 
-from ._common import default_library
+from ._common import default_library, positive_float
 
 
 def register(subparsers) -> None:
@@ -17,7 +17,8 @@ def register(subparsers) -> None:
     p.add_argument("folder", help="folder with videos (searched recursively)")
     p.add_argument("--library", "-L", "-l", default=default_library(),
                    help="library folder, created if missing (default: $STRIVED_LIBRARY or ./strived-library)")
-    p.add_argument("--fps", type=float, default=10.0, help="sampling rate in frames per second (default 10)")
+    p.add_argument("--fps", type=positive_float(max_value=240.0), default=10.0,
+                   help="sampling rate in frames per second, > 0 and at most 240 (default 10)")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     p.add_argument("--detector", default=None,
                    help="nanodet-g (default, offline), yolov3-tiny (offline), onnx:PATH (YOLO-style ONNX) or hf:DIR "
@@ -70,6 +71,12 @@ def run(args) -> int:
     except StrivedError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    try:  # never index into a read-only or damaged library (SQLite would go on writing pages)
+        lib.ensure_writable()
+    except StrivedError as e:
+        lib.close()
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     bar = None if args.quiet else _Bar()
     try:
         rep = index_folder(args.folder, lib, sample_fps=args.fps, detector=args.detector, device=args.device,
@@ -102,6 +109,15 @@ def run(args) -> int:
         print(f"  FAILED {path}: {err.removeprefix(path + ': ')}", file=sys.stderr)
     for path, err in rep.skipped_failed:
         print(f"  not retried {path}: {err} (use --retry-failed)", file=sys.stderr)
+    for old, new in rep.relinked:
+        print(f"  moved {old} -> {new} (same content: relinked, not redone)", file=sys.stderr)
     for path in rep.missing:
         print(f"  missing {path} (indexed before; file gone)", file=sys.stderr)
+    for path, why in rep.unreadable:
+        print(f"  cannot read folder {path}: {why} (its videos were not indexed)", file=sys.stderr)
+    if rep.missing or rep.missing_elsewhere:
+        n = len(rep.missing) + rep.missing_elsewhere
+        print(f"  {n} video{'s' if n > 1 else ''} of the library point to files that are gone: "
+              "`strived relink OLD NEW` if they moved, `strived remove --missing` to drop them",
+              file=sys.stderr)
     return 0 if rep.ok else 1

@@ -24,6 +24,26 @@ def register(sub) -> None:
     p.add_argument("--video", action="append", help="only this video id (repeatable)")
     p.set_defaults(func=cmd_export)
 
+    p = sub.add_parser("remove", help="remove videos from a library (by id, or every video whose "
+                                      "file is gone with --missing)")
+    p.add_argument("video_ids", nargs="*", help="video ids to remove")
+    add_library_arg(p)
+    p.add_argument("--missing", action="store_true", help="remove every video whose file no longer exists")
+    p.add_argument("--dry-run", action="store_true", help="list what would be removed, change nothing")
+    p.set_defaults(func=cmd_remove)
+
+    p = sub.add_parser("relink", help="point a library at footage that was moved or renamed",
+                       description="strived relink OLD NEW: the videos the library knows at OLD (a file "
+                                   "or a folder) are now at NEW (same relative paths; the content is "
+                                   "checked). strived relink --search FOLDER: find the library's missing "
+                                   "files anywhere under FOLDER by their content.")
+    p.add_argument("old", nargs="?", help="old file or folder path, as the library knows it")
+    p.add_argument("new", nargs="?", help="its new location")
+    add_library_arg(p)
+    p.add_argument("--search", metavar="FOLDER", help="find missing files under FOLDER by content")
+    p.add_argument("--no-verify", action="store_true", help="do not compare the content hash (OLD NEW form)")
+    p.set_defaults(func=cmd_relink)
+
     p = sub.add_parser("stats", help="field statistics of a library (max |Δ| percentiles per window)")
     add_library_arg(p)
     p.add_argument("--json", action="store_true")
@@ -56,6 +76,7 @@ def cmd_import(args) -> int:
             bad.append(str(e))
     lib = Library.open(args.library, create=True)
     with lib:
+        lib.ensure_writable()  # read-only or damaged: a clear error, nothing written
         n = lib.add_videos(recs)
         print(f"imported {n} videos into {lib.folder} ({len(lib)} in the library)")
         if not args.no_text_index:
@@ -70,22 +91,90 @@ def cmd_import(args) -> int:
 
 
 def cmd_export(args) -> int:
+    import json
+
+    from ..export import _check_writable, write_atomic
+    from ..safepaths import output_path, safe_filename, unique_filename
     from ..store import Library
 
-    out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = Path(args.out_dir).expanduser()
     with Library.open(args.library) as lib:
         ids = args.video or lib.video_ids()
+        missing = [v for v in ids if not lib.has_video(v)]
+        if missing:
+            print(f"strived: error: no video {missing[0]!r} in {lib.folder} (nothing was written)",
+                  file=sys.stderr)
+            return 1
+        _check_writable(out)     # ExportError (a StrivedError): read-only folder, full disk...
+        taken: set[str] = set()
         for vid in ids:
-            try:
-                rec = lib.get_video(vid)
-            except KeyError:
-                print(f"strived: error: no video {vid!r} in {lib.folder}", file=sys.stderr)
-                return 1
-            safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in vid)
-            rec.save(out / f"{safe}.json")
+            rec = lib.get_video(vid)
+            name = unique_filename(safe_filename(vid, "video") + ".json", taken)
+            write_atomic(output_path(out, name),
+                         json.dumps(rec.to_json_dict(), separators=(",", ":")))
         print(f"wrote {len(ids)} records files to {out}")
     return 0
+
+
+def _update_text_index(lib) -> None:
+    """Drop removed videos from the dense index now (a search must not return them)."""
+    try:
+        from ..retrieval.sources import ensure_text_index
+    except ImportError:
+        return
+    ensure_text_index(lib)
+
+
+def cmd_remove(args) -> int:
+    from ..store import Library
+    from ..store.maintenance import missing_videos, remove_videos
+
+    if not args.video_ids and not args.missing:
+        print("strived: error: name the video ids to remove, or --missing", file=sys.stderr)
+        return 2
+    with Library.open(args.library) as lib:
+        ids = list(args.video_ids)
+        unknown = [v for v in ids if not lib.has_video(v)]
+        if unknown:
+            print(f"strived: error: no video {unknown[0]!r} in {lib.folder} (nothing was removed)",
+                  file=sys.stderr)
+            return 1
+        if args.missing:
+            ids += [m.video_id for m in missing_videos(lib)]
+        if args.dry_run:
+            for v in dict.fromkeys(ids):
+                print(f"would remove {v}")
+            return 0
+        done = remove_videos(lib, ids)
+        if done:
+            _update_text_index(lib)
+        for v in done:
+            print(f"removed {v}")
+        print(f"{len(done)} removed, {len(lib)} videos left in {lib.folder}")
+    return 0
+
+
+def cmd_relink(args) -> int:
+    from ..store import Library
+    from ..store.maintenance import find_moved, relink
+
+    if bool(args.search) == bool(args.old and args.new):
+        print("strived: error: give OLD NEW, or --search FOLDER", file=sys.stderr)
+        return 2
+    with Library.open(args.library) as lib:
+        if args.search:
+            if not Path(args.search).is_dir():
+                print(f"strived: error: not a folder: {args.search}", file=sys.stderr)
+                return 2
+            rep = find_moved(lib, args.search)
+        else:
+            rep = relink(lib, args.old, args.new, verify=not args.no_verify)
+    for vid, old, new in rep.relinked:
+        print(f"relinked {vid}: {old} -> {new}")
+    for vid, old, why in rep.not_relinked:
+        print(f"not relinked {vid or old}: {why}", file=sys.stderr)
+    print(rep.summary())
+    return 0 if rep.relinked or not rep.not_relinked else 1
 
 
 def cmd_stats(args) -> int:

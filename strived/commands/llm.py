@@ -20,7 +20,9 @@ def register(subparsers) -> None:
     p.add_argument("--serve-bundled", metavar="CACHE_DIR",
                    help="start the bundled Gemma 3 270M GGUF with xllamacpp on 127.0.0.1 "
                         "(assembled into CACHE_DIR) and test against it")
-    p.add_argument("--no-cache", action="store_true", help="do not use the LLM answer cache")
+    p.add_argument("--no-cache", action="store_true",
+                   help="kept for compatibility: the check never answers from the LLM answer cache "
+                        "(an endpoint that is down must not look up)")
     p.set_defaults(func=run)
 
 
@@ -30,7 +32,7 @@ def run(args) -> int:
 
     def check(cfg) -> int:
         print(cfg.describe())
-        client = LLMClient(cfg, cache=None if args.no_cache else True)
+        client = LLMClient(cfg, cache=None)  # a check must reach the endpoint, never the cache
         t0 = time.perf_counter()
         r = route(args.query, client)
         dt = (time.perf_counter() - t0) * 1e3
@@ -40,6 +42,9 @@ def run(args) -> int:
             print(f"reasoning: {r.reasoning}")
         if r.notice:
             print(f"notice: {r.notice}", file=sys.stderr)
+        if r.source == "llm" and client.n_requests == 0:  # defensive: nothing was asked
+            print("notice: the endpoint was not reached", file=sys.stderr)
+            return 1
         return 0 if r.source == "llm" else 1
 
     if args.serve_bundled:

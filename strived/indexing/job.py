@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from dataclasses import dataclass, field
@@ -37,6 +38,9 @@ class IndexReport:
     failed: list[tuple[str, str]] = field(default_factory=list)
     skipped_failed: list[tuple[str, str]] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
+    unreadable: list[tuple[str, str]] = field(default_factory=list)   # sub-folders: (path, reason)
+    relinked: list[tuple[str, str]] = field(default_factory=list)     # moved files: (old, new path)
+    missing_elsewhere: int = 0  # library videos outside this folder whose file is gone
     cancelled: bool = False
     elapsed_s: float = 0.0
     video_s: float = 0.0
@@ -52,8 +56,13 @@ class IndexReport:
             parts.append(f"{len(self.failed)} failed")
         if self.skipped_failed:
             parts.append(f"{len(self.skipped_failed)} failed before and unchanged (not retried)")
+        if self.relinked:
+            parts.append(f"{len(self.relinked)} moved or renamed (recognised by content, not redone)")
         if self.missing:
             parts.append(f"{len(self.missing)} indexed before but now missing")
+        if self.unreadable:
+            parts.append(f"{len(self.unreadable)} sub-folder{'s' if len(self.unreadable) > 1 else ''} "
+                         "could not be read")
         if self.video_s > 0 and self.elapsed_s > 0:
             parts.append(f"{self.video_s:.0f} s of video in {self.elapsed_s:.0f} s "
                          f"({self.video_s / self.elapsed_s:.2f}x real time)")
@@ -66,18 +75,45 @@ def plan(folder: Path, lib, config_key: str, *, retry_failed: bool = False,
          report_: IndexReport | None = None) -> list[IndexItem]:
     """Decide which videos under ``folder`` need perception; fills ``report_`` with the others."""
     rep = report_ or IndexReport(str(folder))
-    videos = find_videos(folder)
+    videos = find_videos(folder, errors=rep.unreadable)
     rep.found = len(videos)
     taken = {r[0]: r[1] for r in lib.conn.execute("SELECT video_id, path FROM files")}
+    for vid in lib.video_ids():  # imported records own their id too
+        taken.setdefault(vid, None)
+    # Moved or renamed footage: a file new to the library whose content matches an indexed file
+    # that is gone is that video at its new place: relinked, never duplicated nor redone.
+    gone: dict[tuple[int, str], str] = {}
+    for path_, size_, hash_ in lib.conn.execute(
+            "SELECT path, size, hash FROM files WHERE status='done' AND hash IS NOT NULL"):
+        if not os.path.exists(path_):
+            gone.setdefault((int(size_), hash_), path_)
+    gone_sizes = {k[0] for k in gone}
     todo: list[IndexItem] = []
     for p in videos:
-        key = str(p.resolve())
-        try:
+        try:  # a symlink loop or a dangling link named *.mp4 fails here: that file only
+            key = str(p.resolve(strict=True))
+            if not os.path.isfile(key):
+                raise IsADirectoryError(errno.EISDIR, "not a regular file")
             fp = state.fingerprint(p)
-        except OSError as e:
-            rep.failed.append((key, f"cannot read file: {e.strerror or e}"))
+        except (OSError, RuntimeError) as e:
+            why = "symlink loop" if isinstance(e, RuntimeError) or getattr(e, "errno", None) == errno.ELOOP \
+                else (getattr(e, "strerror", None) or str(e))
+            rep.failed.append((str(p), f"cannot read file: {why}"))
             continue
         row = state.get_file_row(lib, key)
+        if row is None and fp.size in gone_sizes:
+            try:
+                old = gone.pop((fp.size, state.content_hash(p)), None)
+            except OSError as e:
+                rep.failed.append((key, f"cannot read file: {e.strerror or e}"))
+                continue
+            if old is not None:
+                from ..store.maintenance import relink_file
+
+                vid = relink_file(lib, old, key)
+                rep.relinked.append((old, key))
+                taken[vid] = key
+                row = state.get_file_row(lib, key)
         same_cfg = row is not None and row["config"] == config_key
         if row and same_cfg and row["size"] == fp.size and row["mtime"] == fp.mtime:
             if row["status"] == "done":
@@ -109,6 +145,8 @@ def plan(folder: Path, lib, config_key: str, *, retry_failed: bool = False,
     known = lib.conn.execute("SELECT path FROM files WHERE status='done'").fetchall()
     root = str(folder.resolve())
     rep.missing = sorted(r[0] for r in known if r[0].startswith(root + os.sep) and not os.path.exists(r[0]))
+    rep.missing_elsewhere = sum(1 for r in known if not r[0].startswith(root + os.sep)
+                                and not os.path.exists(r[0]))
     return todo
 
 

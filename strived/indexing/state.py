@@ -109,9 +109,12 @@ def config_key(config: dict) -> str:
 
 
 def video_id_for(path: Path, root: Path) -> str:
-    """Default id: the path under ``root`` without extension, folders joined by '__'."""
+    """Default id: the path under ``root`` without extension, folders joined by '__', made safe
+    (`strived.safepaths.make_video_id`: characters that cannot be in an id become '_')."""
+    from ..safepaths import make_video_id
+
     try:
         rel = path.resolve().relative_to(root.resolve())
     except ValueError:
         rel = Path(path.name)
-    return "__".join(rel.with_suffix("").parts)
+    return make_video_id("__".join(rel.with_suffix("").parts))

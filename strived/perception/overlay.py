@@ -61,7 +61,9 @@ def save_overlays(video_path: str | os.PathLike, rec, out_dir: str | os.PathLike
         if img.shape[1] > max_width:
             s = max_width / img.shape[1]
             img = cv2.resize(img, None, fx=s, fy=s, interpolation=cv2.INTER_AREA)
-        path = out_dir / f"{rec.info.id}_t{rec.t[p]:05.1f}.png"
+        from ..safepaths import output_path, safe_filename
+
+        path = output_path(out_dir, safe_filename(f"{rec.info.id}_t{rec.t[p]:05.1f}") + ".png")
         cv2.imwrite(str(path), img)
         paths.append(path)
         if len(paths) == len(want):

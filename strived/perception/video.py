@@ -23,17 +23,23 @@ TRUNCATION_TOLERANCE_S = 1.0
 TRUNCATION_TOLERANCE_FRAC = 0.05
 
 
-def find_videos(folder: str | os.PathLike) -> list[Path]:
+def find_videos(folder: str | os.PathLike, errors: list | None = None) -> list[Path]:
     """Return video files under ``folder`` (recursive, extension case-insensitive), sorted by path.
 
-    Hidden files and folders (name starting with '.') are skipped. Raises ``FileNotFoundError`` when
-    ``folder`` is not a directory.
+    Hidden files and folders (name starting with '.') are skipped. Sub-folders that cannot be read
+    are skipped too and, when ``errors`` is a list, appended to it as (path, reason). Raises
+    ``FileNotFoundError`` when ``folder`` is not a directory.
     """
     root = Path(folder)
     if not root.is_dir():
         raise FileNotFoundError(f"not a folder: {root}")
     found: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(root, onerror=lambda e: None):
+
+    def onerror(e: OSError) -> None:
+        if errors is not None:
+            errors.append((str(e.filename or root), e.strerror or str(e)))
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=onerror):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in filenames:
             if name.startswith("."):

@@ -1,9 +1,17 @@
 """The dense segment index: one row per (video, segment) in the library's ``dense/`` folder.
 
-Files: ``meta.json`` (format, embedder name/version/dim/kind, counts), ``vectors.npy`` (n × dim
-float32, L2-normalised), ``rows.npz`` (segment number, t0/t1 seconds, alive flag, video code),
-``videos.json`` (video ids, and per video the stamp of the text/records it was embedded from) and,
-above ``exact_max_rows`` live rows, ``hnsw.bin`` (hnswlib, cosine = inner product on unit vectors).
+Layout (committed atomically): ``manifest.json`` names the current generation folder
+``gen-NNNNNN/`` and lists each of its files with its size and BLAKE2b checksum, plus the format,
+the embedder (name/version/dim/kind) and the counts. A generation holds ``vectors.npy``
+(n × dim float32, L2-normalised), ``rows.npz`` (segment number, t0/t1 seconds, alive flag, video
+code), ``videos.json`` (video ids, and per video the stamp of the text/records it was embedded
+from) and, above ``exact_max_rows`` live rows, ``hnsw.bin`` (hnswlib, cosine = inner product on unit
+vectors). A save writes a new generation beside the current one, then swaps the manifest in one
+rename and deletes the old generation: a kill or a full disk at any point leaves the previous
+index whole. Opening verifies sizes, checksums and that the arrays agree; a damaged index raises
+`DenseIndexCorrupt` (the sources module rebuilds it from the library). An index written before
+generations (the same files directly in ``dense/`` beside ``meta.json``) is read after the same
+consistency checks and rewritten in the new layout on its next save.
 
 Search: exact (one matrix–vector product) below ``exact_max_rows`` (default 20,000 segments:
 ≈ 5 ms here), HNSW above. A video's score is the max over its segments (cosine similarity), and
@@ -15,8 +23,11 @@ dimension) raises `DenseIndexMismatch` saying what to re-run.
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Sequence
 
@@ -25,6 +36,8 @@ import numpy as np
 from ..errors import StrivedError
 
 FORMAT = "strived.dense/1"
+MANIFEST = "manifest.json"
+LEGACY_FILES = ("meta.json", "vectors.npy", "rows.npz", "videos.json", "hnsw.bin")
 EXACT_MAX_ROWS = 20_000
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 200
@@ -44,10 +57,82 @@ class DenseIndexMismatch(StrivedError):
             "folder), or search with the embedder that built it")
 
 
-def _atomic_write(path: Path, write) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    write(tmp)
-    os.replace(tmp, path)
+class DenseIndexCorrupt(StrivedError):
+    """The dense index on disk is damaged or its files do not belong together."""
+
+    def __init__(self, folder: str, reason: str):
+        self.folder, self.reason = folder, reason
+        super().__init__(f"the dense index in {folder} is damaged ({reason}); it is rebuilt from "
+                         "the library by the next indexing or import (or `strived check --repair`)")
+
+
+class DenseIndexWriteError(StrivedError):
+    """The dense index could not be saved (full disk, read-only folder); the previous one is kept."""
+
+    def __init__(self, folder: str, reason: str):
+        self.folder, self.reason = folder, reason
+        super().__init__(f"cannot save the dense index in {folder} ({reason}); the previous index "
+                         "is kept (free some space and index again to bring it up to date)")
+
+
+def _checksum(path: Path) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _fsync_write(path: Path, write) -> None:
+    with open(path, "wb") as fh:
+        write(fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def index_stamp(folder: str | os.PathLike) -> tuple | None:
+    """What changes whenever the index on disk changes (for in-memory caches), or None."""
+    folder = Path(folder)
+    for name in (MANIFEST, "meta.json"):
+        try:
+            st = (folder / name).stat()
+        except OSError:
+            continue
+        return (name, st.st_mtime_ns, st.st_size, st.st_ino)
+    return None
+
+
+def read_manifest(folder: str | os.PathLike) -> dict | None:
+    """The manifest (or a pre-generation ``meta.json``, marked ``legacy``), None when there is
+    no index. Raises DenseIndexCorrupt when it is unreadable."""
+    folder = Path(folder)
+    for name, legacy in ((MANIFEST, False), ("meta.json", True)):
+        p = folder / name
+        if not p.is_file():
+            continue
+        try:
+            meta = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise DenseIndexCorrupt(str(folder), f"{name} is unreadable: {e}") from None
+        if not isinstance(meta, dict) or "dim" not in meta:
+            raise DenseIndexCorrupt(str(folder), f"{name} is not an index manifest")
+        if legacy:
+            meta["legacy"] = True
+        return meta
+    return None
 
 
 class DenseIndex:
@@ -80,65 +165,180 @@ class DenseIndex:
     @classmethod
     def open(cls, folder: str | os.PathLike, embedder, *, rebuild: bool = False,
              exact_max_rows: int = EXACT_MAX_ROWS) -> "DenseIndex":
-        """Open the index in ``folder`` for ``embedder`` (created empty if absent or ``rebuild``).
-        Raises DenseIndexMismatch when it was built by another embedder."""
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
+        """Open the index in ``folder`` for ``embedder`` (empty if absent or ``rebuild``; with
+        ``rebuild`` the old files stay valid until the new index is saved).
+        Raises DenseIndexMismatch when it was built by another embedder, DenseIndexCorrupt when
+        its files are damaged or do not belong together."""
+        folder = Path(folder)  # created by the first save (a read-only library has none)
         want = cls.embedder_meta(embedder)
-        meta_path = folder / "meta.json"
-        if rebuild or not meta_path.is_file():
-            for name in ("meta.json", "vectors.npy", "rows.npz", "videos.json", "hnsw.bin"):
-                (folder / name).unlink(missing_ok=True)
-            return cls(folder, dict(want, format=FORMAT), exact_max_rows)
+        if rebuild:
+            return cls._empty(folder, want, exact_max_rows)
+        for attempt in range(3):
+            meta = read_manifest(folder)
+            if meta is None:
+                return cls._empty(folder, want, exact_max_rows)
+            built = {k: meta.get(k) for k in want}
+            if meta.get("format") != FORMAT or built != want:
+                raise DenseIndexMismatch(str(folder), built, want)
+            idx = cls(folder, meta, exact_max_rows)
+            try:
+                idx._load()
+                return idx
+            except DenseIndexCorrupt:
+                # a writer in another process may have swapped the manifest while we read the
+                # generation it replaced: read the new one; a manifest that stays is real damage
+                again = read_manifest(folder)
+                if again is None or again.get("generation") == meta.get("generation") or attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    @classmethod
+    def _empty(cls, folder: Path, want: dict, exact_max_rows: int) -> "DenseIndex":
+        prev = None
         try:
-            meta = json.loads(meta_path.read_text())
-        except (OSError, ValueError) as e:
-            raise StrivedError(f"dense index {folder} is unreadable ({e}); rebuild it") from None
-        built = {k: meta.get(k) for k in want}
-        if meta.get("format") != FORMAT or built != want:
-            raise DenseIndexMismatch(str(folder), built, want)
-        idx = cls(folder, meta, exact_max_rows)
-        idx._load()
+            prev = read_manifest(folder)
+        except DenseIndexCorrupt:
+            pass
+        idx = cls(folder, dict(want, format=FORMAT), exact_max_rows)
+        if prev is not None:
+            idx.meta["generation_no"] = int(prev.get("generation_no") or 0)
+        idx._dirty = prev is not None  # an explicit rebuild replaces the old index on save
         return idx
 
+    def _file(self, name: str) -> Path:
+        gen = self.meta.get("generation")
+        return self.folder / gen / name if gen else self.folder / name
+
     def _load(self) -> None:
-        f = self.folder
-        if not (f / "vectors.npy").is_file():
+        f, meta = self.folder, self.meta
+        bad = lambda why: DenseIndexCorrupt(str(f), why)  # noqa: E731
+        files = meta.get("files") if not meta.get("legacy") else None
+        if not meta.get("legacy"):
+            gen = meta.get("generation")
+            if not isinstance(gen, str) or not gen.startswith("gen-") or "/" in gen or not isinstance(files, dict):
+                raise bad("manifest.json names no generation")
+            for name, info in files.items():
+                p = self._file(name)
+                try:
+                    size = p.stat().st_size
+                except OSError:
+                    raise bad(f"{gen}/{name} is missing") from None
+                if size != info.get("bytes"):
+                    raise bad(f"{gen}/{name} has {size} bytes, the manifest says {info.get('bytes')} "
+                              "(cut short?)")
+                if _checksum(p) != info.get("blake2b"):
+                    raise bad(f"{gen}/{name} does not match its checksum")
+            if "vectors.npy" not in files:
+                if int(meta.get("n_rows") or 0):
+                    raise bad("the manifest lists no vectors")
+                return
+        elif not (f / "vectors.npy").is_file():
+            if int(meta.get("n_rows") or 0):
+                raise bad("vectors.npy is missing")
             return
-        self.vectors = np.load(f / "vectors.npy")
-        rows = np.load(f / "rows.npz")
-        self.seg, self.t0, self.t1 = rows["seg"], rows["t0"], rows["t1"]
-        self.alive, self.code = rows["alive"].astype(bool), rows["code"]
-        v = json.loads((f / "videos.json").read_text())
-        self.video_ids, self.stamps = v["ids"], v["stamps"]
+        try:
+            vectors = np.load(self._file("vectors.npy"), allow_pickle=False)
+            with np.load(self._file("rows.npz"), allow_pickle=False) as rows:
+                seg, t0, t1 = rows["seg"], rows["t0"], rows["t1"]
+                alive, code = rows["alive"].astype(bool), rows["code"]
+            v = json.loads(self._file("videos.json").read_text(encoding="utf-8"))
+            video_ids, stamps = list(v["ids"]), dict(v["stamps"])
+        except (OSError, ValueError, KeyError, TypeError, EOFError) as e:
+            raise bad(f"cannot read its files ({type(e).__name__}: {e})") from None
+        n = len(vectors) if vectors.ndim == 2 else -1
+        if vectors.ndim != 2 or vectors.shape[1] != self.dim or vectors.dtype != np.float32:
+            raise bad(f"vectors have shape {vectors.shape} {vectors.dtype}, expected (n, {self.dim}) float32")
+        if any(len(a) != n or a.ndim != 1 for a in (seg, t0, t1, alive, code)):
+            raise bad(f"{n} vectors but rows of lengths {[len(a) for a in (seg, t0, t1, alive, code)]}")
+        if n and (int(code.min()) < 0 or int(code.max()) >= len(video_ids)):
+            raise bad(f"row video codes run to {int(code.max())} but {len(video_ids)} videos are listed")
+        if "n_rows" in meta and int(meta["n_rows"]) != n:
+            raise bad(f"the manifest says {meta['n_rows']} rows, the files hold {n}")
+        if not set(stamps) <= set(video_ids) or len(set(video_ids)) != len(video_ids):
+            raise bad("videos.json is inconsistent")
+        alive_codes = set(np.unique(code[alive]).tolist()) if n else set()
+        if not {video_ids[c] for c in alive_codes} <= set(stamps):
+            raise bad("live rows and embedded videos disagree")
+        self.vectors, self.seg, self.t0, self.t1, self.alive, self.code = vectors, seg, t0, t1, alive, code
+        self.video_ids, self.stamps = video_ids, stamps
         self._code_of = {vid: i for i, vid in enumerate(self.video_ids)}
-        n_hnsw = int(self.meta.get("hnsw_rows", 0))
-        if n_hnsw and (f / "hnsw.bin").is_file():
+        n_hnsw = int(meta.get("hnsw_rows", 0))
+        if n_hnsw:
+            if n_hnsw > n:
+                raise bad(f"the graph holds {n_hnsw} rows, the files {n}")
+            if not self._file("hnsw.bin").is_file():
+                # the graph is an accelerator: rebuilt from the vectors when missing
+                self._hnsw, self._hnsw_rows = None, 0
+                self._sync_hnsw()
+                return
             import hnswlib
 
             g = hnswlib.Index(space="ip", dim=self.dim)
-            g.load_index(str(f / "hnsw.bin"), max_elements=max(n_hnsw, len(self.alive)))
+            try:
+                g.load_index(str(self._file("hnsw.bin")), max_elements=max(n_hnsw, len(self.alive)))
+            except (RuntimeError, OSError, ValueError) as e:
+                raise bad(f"hnsw.bin is unreadable ({e})") from None
             self._hnsw, self._hnsw_rows = g, n_hnsw
 
     def save(self) -> None:
-        """Write all files atomically (meta.json last). Compacts away dead rows first when they
-        are more than a third of the rows."""
+        """Write a new generation and swap the manifest in one rename (see the module docstring).
+        Compacts away dead rows first when they are more than a third of the rows. Raises
+        DenseIndexWriteError (the previous index stays) when the disk is full or read-only."""
         if not self._dirty:
             return
         if len(self.alive) and (~self.alive).sum() * 3 > len(self.alive):
             self._compact()
         f = self.folder
-        _atomic_write(f / "vectors.npy", lambda p: np.save(open(p, "wb"), self.vectors))
-        _atomic_write(f / "rows.npz", lambda p: np.savez(open(p, "wb"), seg=self.seg, t0=self.t0,
-                                                          t1=self.t1, alive=self.alive, code=self.code))
-        _atomic_write(f / "videos.json", lambda p: p.write_text(json.dumps(
-            {"ids": self.video_ids, "stamps": self.stamps})))
-        if self._hnsw is not None:
-            _atomic_write(f / "hnsw.bin", lambda p: self._hnsw.save_index(str(p)))
-        self.meta.update(n_rows=int(len(self.alive)), n_alive=int(self.alive.sum()),
-                         n_videos=len(self.stamps), hnsw_rows=int(self._hnsw_rows))
-        _atomic_write(f / "meta.json", lambda p: p.write_text(json.dumps(self.meta, indent=1)))
+        gen_no = int(self.meta.get("generation_no") or 0) + 1
+        gen = f"gen-{gen_no:06d}"
+        gdir = f / gen
+        try:
+            if gdir.exists():  # left by a save that was killed before its manifest swap
+                shutil.rmtree(gdir)
+            gdir.mkdir(parents=True)
+            _fsync_write(gdir / "vectors.npy", lambda fh: np.save(fh, self.vectors))
+            _fsync_write(gdir / "rows.npz", lambda fh: np.savez(fh, seg=self.seg, t0=self.t0, t1=self.t1,
+                                                                alive=self.alive, code=self.code))
+            _fsync_write(gdir / "videos.json", lambda fh: fh.write(json.dumps(
+                {"ids": self.video_ids, "stamps": self.stamps}).encode("utf-8")))
+            names = ["vectors.npy", "rows.npz", "videos.json"]
+            if self._hnsw is not None:
+                self._hnsw.save_index(str(gdir / "hnsw.bin"))
+                names.append("hnsw.bin")
+            files = {n: {"bytes": (gdir / n).stat().st_size, "blake2b": _checksum(gdir / n)} for n in names}
+            _fsync_dir(gdir)
+            meta = {k: v for k, v in self.meta.items() if k not in ("legacy",)}
+            meta.update(format=FORMAT, generation=gen, generation_no=gen_no, files=files,
+                        n_rows=int(len(self.alive)), n_alive=int(self.alive.sum()),
+                        n_videos=len(self.stamps), hnsw_rows=int(self._hnsw_rows) if self._hnsw is not None else 0)
+            tmp = f / (MANIFEST + ".tmp")
+            _fsync_write(tmp, lambda fh: fh.write(json.dumps(meta, indent=1).encode("utf-8")))
+            os.replace(tmp, f / MANIFEST)   # the commit point
+            _fsync_dir(f)
+        except OSError as e:
+            shutil.rmtree(gdir, ignore_errors=True)
+            (f / (MANIFEST + ".tmp")).unlink(missing_ok=True)
+            short = e.errno is None and "written" in str(e)  # numpy's short write on a full disk
+            why = (f"the disk is full{f': {e}' if short else ''}" if e.errno == errno.ENOSPC or short
+                   else (e.strerror or str(e)))
+            raise DenseIndexWriteError(str(f), why) from None
+        except RuntimeError as e:  # hnswlib reports its write errors so
+            shutil.rmtree(gdir, ignore_errors=True)
+            raise DenseIndexWriteError(str(f), str(e)) from None
+        self.meta = meta
         self._dirty = False
+        self._remove_stale(keep=gen)
+
+    def _remove_stale(self, keep: str) -> None:
+        """Old generations, leftovers of killed saves and the pre-generation files."""
+        for p in self.folder.iterdir():
+            try:
+                if p.is_dir() and p.name.startswith("gen-") and p.name != keep:
+                    shutil.rmtree(p, ignore_errors=True)
+                elif p.name in LEGACY_FILES or p.name.endswith(".tmp"):
+                    p.unlink()
+            except OSError:
+                pass
 
     # ------------------------------------------------------------------ updates
     def __len__(self) -> int:

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import SourceUnavailable, StrivedError
 from ..jobs import CancelFn, ProgressFn, check_cancel, report
-from .dense import DenseIndex
+from .dense import DenseIndex, DenseIndexCorrupt, index_stamp
 from .router import RouterResult, route  # noqa: F401  (re-exported for the engine)
 from .sparse import DEFAULT_BACKEND, BM25Index
 from .summaries import build_texts, load_summaries, texts_fingerprint
@@ -42,6 +42,7 @@ class TextIndexReport:
     embedder: str | None = None
     dense_kind: str | None = None
     dense_unavailable: str | None = None  # why no dense index could be built (embedder missing)
+    dense_rebuilt: str | None = None      # why the dense index was rebuilt from scratch (damaged)
 
 
 _lock = threading.Lock()
@@ -98,16 +99,13 @@ def set_library_embedder(library, model_dir: str | None) -> bool:
 
 
 def _dense_key(library, embedder) -> tuple:
-    meta = library.dense_dir / "meta.json"
-    try:
-        mtime = meta.stat().st_mtime_ns
-    except OSError:
-        mtime = None
-    return (str(library.folder), embedder.name, str(embedder.version), mtime)
+    return (str(library.folder), embedder.name, str(embedder.version),
+            index_stamp(library.folder / "dense"))
 
 
 def open_dense_index(library, embedder=None, rebuild: bool = False) -> DenseIndex:
-    """The library's dense index for ``embedder`` (cached). Raises DenseIndexMismatch."""
+    """The library's dense index for ``embedder`` (cached). Raises DenseIndexMismatch, and
+    DenseIndexCorrupt when the files on disk are damaged (`ensure_text_index` rebuilds it)."""
     embedder = embedder or library_embedder(library)
     key = _dense_key(library, embedder)
     if not rebuild:
@@ -154,7 +152,11 @@ def ensure_text_index(library, embedder=None, progress: ProgressFn = None, cance
         except EmbedderError as e:
             rep.dense_unavailable = str(e)
             return rep
-    idx = open_dense_index(library, embedder, rebuild=rebuild_dense)
+    try:
+        idx = open_dense_index(library, embedder, rebuild=rebuild_dense)
+    except DenseIndexCorrupt as e:  # a damaged index is rebuilt from the library, never extended
+        rep.dense_rebuilt = e.reason
+        idx = open_dense_index(library, embedder, rebuild=True)
     conn = library.conn
     stamps = dict(conn.execute("SELECT video_id, updated_at FROM summaries"))
     for vid in [v for v in list(idx.stamps) if v not in stamps]:
@@ -252,7 +254,12 @@ def dense_ranking(library, query: str, embedder=None, top_k: int | None = None
             embedder = library_embedder(library)
         except EmbedderError as e:
             raise SourceUnavailable("dense", str(e)) from None
-    idx = open_dense_index(library, embedder)
+    try:
+        idx = open_dense_index(library, embedder)
+    except DenseIndexCorrupt as e:
+        raise SourceUnavailable("dense", f"the dense index is damaged ({e.reason}); the next "
+                                         "indexing or import rebuilds it (or `strived check "
+                                         "--repair`)") from None
     if len(idx) == 0:
         from .embedders import EmbedderError
 
@@ -266,9 +273,61 @@ def dense_ranking(library, query: str, embedder=None, top_k: int | None = None
     return idx.search_videos(_query_vector(embedder, query), top_k)
 
 
+_stale_cache: dict[tuple, str | None] = {}
+
+
+def text_index_notice(library, sources=("dense", "bm25")) -> str | None:
+    """A notice when the BM25 texts or the dense index lag behind the library's records (an
+    indexing or import run that was killed or cancelled before it updated them), saying how many
+    videos those sources do not rank yet; None when they are up to date. Cached per library state."""
+    sources = [s for s in sources if s in ("dense", "bm25")]
+    if not sources:
+        return None
+    conn = library.conn
+    key = (str(library.folder), library.content_version, texts_fingerprint(library)[1:],
+           index_stamp(library.folder / "dense"), tuple(sources))
+    with _lock:
+        if key in _stale_cache:
+            return _stale_cache[key]
+    n_videos = len(library)
+    # videos whose summary is missing or older than their records (BM25 and dense both lag there)
+    stale_text = {r[0] for r in conn.execute(
+        "SELECT v.id FROM videos v LEFT JOIN summaries s ON s.video_id = v.id "
+        "WHERE s.video_id IS NULL OR s.rev IS NOT v.rev")}
+    lagging: dict[str, int] = {}
+    if "bm25" in sources:
+        lagging["BM25"] = len(stale_text)
+    if "dense" in sources:
+        try:
+            idx = open_dense_index(library)
+        except Exception:  # noqa: BLE001  (a missing or damaged index has its own notice)
+            idx = None
+        if idx is not None and len(idx):
+            # a vision-language embedder skips videos it cannot read: only re-embeds count there
+            every = idx.meta.get("kind") == "text-of-perception"
+            lag = {v for v, st in conn.execute("SELECT video_id, updated_at FROM summaries")
+                   if idx.stamps.get(v) != st and (every or v in idx.stamps)}
+            lag |= stale_text if every else (stale_text & set(idx.stamps))
+            lagging["dense"] = len(lag)
+    lagging = {k: v for k, v in lagging.items() if v}
+    note = None
+    if lagging:
+        worst = max(lagging.values())
+        note = (f"{worst} of {n_videos} videos were added or changed after the "
+                f"{' and '.join(sorted(lagging))} index{'es' if len(lagging) > 1 else ''} were last "
+                "updated (an interrupted indexing or import?): those sources do not rank them yet; "
+                "index or import again to bring them up to date")
+    with _lock:
+        if len(_stale_cache) > 64:
+            _stale_cache.clear()
+        _stale_cache[key] = note
+    return note
+
+
 def clear_caches() -> None:
     """Forget in-memory indexes (tests; after deleting a library)."""
     with _lock:
         _bm25_cache.clear()
         _dense_cache.clear()
         _query_vecs.clear()
+        _stale_cache.clear()

@@ -1,0 +1,347 @@
+"""`check_library`: is a library whole, and what to do when it is not (`strived check`).
+
+It looks at, in order: SQLite's own integrity check of every page; rows that belong to no video
+(tracks, texts, thumbnails, indexing state left by an old bug or a hand edit); videos whose track
+count disagrees with their rows; the BM25 texts (a summary per video, built from its current
+records); the dense index (files whole and belonging together, covering the library); files the
+library points to that are gone; and indexing runs that were interrupted.
+
+``repair=True`` fixes what can be fixed in place on an intact database: orphan rows are deleted,
+the texts and the dense index are brought up to date (a damaged dense index is rebuilt from the
+library). A database that fails the integrity check is never written: ``salvage_to`` copies every
+video that can still be read (its records, thumbnail, indexing state, and the marks and saved
+searches) into a new library, or the footage is re-indexed into a new library.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import LibraryCorruptError, LibraryError, LibraryLockedError, LibraryVersionError
+from .library import DB_NAME, Library
+from .maintenance import MissingVideo, missing_videos
+from .schema import VIDEO_CHILD_TABLES
+
+_ORPHAN_TABLES = tuple(VIDEO_CHILD_TABLES) + ("captions", "files")
+
+
+@dataclass
+class CheckReport:
+    folder: str
+    open_error: str | None = None
+    integrity: list[str] = field(default_factory=list)
+    orphans: dict[str, int] = field(default_factory=dict)
+    track_count_mismatch: list[str] = field(default_factory=list)
+    texts_missing: int = 0
+    texts_stale: int = 0
+    dense: str = "not checked"         # ok | absent | damaged: ... | other embedder: ... | ...
+    dense_lagging: int = 0
+    dense_orphans: int = 0
+    missing_files: list[MissingVideo] = field(default_factory=list)
+    interrupted: int = 0               # files rows left 'running' by a killed run
+    failed_files: int = 0
+    repaired: list[str] = field(default_factory=list)
+    salvage: dict | None = None
+    advice: list[str] = field(default_factory=list)
+    videos: int = 0
+
+    @property
+    def damaged(self) -> bool:
+        return bool(self.open_error or self.integrity)
+
+    @property
+    def ok(self) -> bool:
+        """Nothing wrong (missing files and failed videos are reported but are the footage's state)."""
+        return not (self.damaged or any(self.orphans.values()) or self.track_count_mismatch
+                    or self.texts_missing or self.texts_stale or self.dense_lagging
+                    or self.dense_orphans or self.dense.startswith("damaged"))
+
+    def to_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["missing_files"] = [{"video_id": m.video_id, "path": m.path} for m in self.missing_files]
+        d["ok"], d["damaged"] = self.ok, self.damaged
+        return d
+
+    def lines(self) -> list[str]:
+        """The report as text, one finding per line."""
+        out = [f"library {self.folder}: {self.videos or 'unknown number of'} videos"
+               if self.damaged else f"library {self.folder}: {self.videos} videos"]
+        if self.open_error:
+            out.append(f"DAMAGED: cannot open it: {self.open_error}")
+        if self.integrity:
+            out.append(f"DAMAGED: the database fails SQLite's integrity check ({len(self.integrity)} "
+                       f"problem{'s' if len(self.integrity) > 1 else ''}):")
+            out += [f"  {p}" for p in self.integrity[:10]]
+        elif not self.open_error:
+            out.append("database integrity: ok")
+        for t, n in self.orphans.items():
+            if n:
+                out.append(f"{n} {t} row{'s' if n > 1 else ''} belong to no video")
+        if self.track_count_mismatch:
+            out.append(f"{len(self.track_count_mismatch)} videos have a track count that disagrees "
+                       f"with their tracks (e.g. {self.track_count_mismatch[0]})")
+        if self.texts_missing or self.texts_stale:
+            out.append(f"BM25 texts: {self.texts_missing} videos without one, {self.texts_stale} older "
+                       "than their records")
+        elif not self.damaged:
+            out.append("BM25 texts: up to date")
+        out.append(f"dense index: {self.dense}" + (f", {self.dense_lagging} videos not (re)embedded yet"
+                                                    if self.dense_lagging else "")
+                   + (f", {self.dense_orphans} removed videos still in it" if self.dense_orphans else ""))
+        if self.missing_files:
+            out.append(f"{len(self.missing_files)} video files are gone (moved or deleted):")
+            out += [f"  {m.video_id}: {m.path}" for m in self.missing_files[:10]]
+            if len(self.missing_files) > 10:
+                out.append(f"  ... and {len(self.missing_files) - 10} more")
+        if self.interrupted:
+            out.append(f"{self.interrupted} videos were being indexed when a run stopped (the next "
+                       "`strived index` of their folder redoes them)")
+        if self.failed_files:
+            out.append(f"{self.failed_files} files failed to index (see `strived index`; "
+                       "--retry-failed retries them)")
+        out += [f"repaired: {r}" for r in self.repaired]
+        if self.salvage is not None:
+            s = self.salvage
+            out.append(f"salvaged {s['videos']} of {s['total']} videos into {s['folder']}"
+                       + (f"; lost: {', '.join(s['lost'][:10])}" if s["lost"] else ""))
+        out += [f"advice: {a}" for a in self.advice]
+        return out
+
+
+def _count(conn, sql: str, args=()) -> int:
+    return int(conn.execute(sql, args).fetchone()[0])
+
+
+def check_library(folder: str | os.PathLike, *, repair: bool = False, salvage_to: str | None = None,
+                  text_index: bool = True) -> CheckReport:
+    """Check the library in ``folder`` (see the module docstring). ``repair`` fixes an intact
+    library in place; ``salvage_to`` copies what can be read of a damaged one into a new
+    library there. ``text_index`` lets repair and salvage (re)build the BM25/dense indexes."""
+    folder = Path(folder).expanduser().resolve()
+    rep = CheckReport(str(folder))
+    if not (folder / DB_NAME).is_file():
+        raise LibraryError(f"no STRIVE-D library in {folder} (expected {DB_NAME})")
+    try:
+        # an ordinary open (a library of an older schema is upgraded as by any command; a
+        # read-only one is opened read-only); the pages are checked below, in full
+        lib = Library.open(folder, check=False)
+    except LibraryCorruptError as e:
+        rep.open_error = str(e)
+        lib = None
+    except (LibraryVersionError, LibraryLockedError):
+        raise  # not damage: the message says what to do
+    except LibraryError as e:
+        if "not a valid" not in str(e) and "schema version" not in str(e):
+            raise
+        rep.open_error = str(e)
+        lib = None
+    try:
+        if lib is not None:
+            rep.integrity = lib.integrity_problems(full=True)
+        if rep.damaged:
+            rep.dense = "not checked (the database is damaged)"
+            try:
+                rep.videos = len(lib) if lib is not None else 0
+            except sqlite3.DatabaseError:
+                pass
+            _advise_damaged(rep, folder, salvage_to)
+            if salvage_to:
+                rep.salvage = salvage(folder, salvage_to, text_index=text_index)
+            return rep
+        _check_rows(lib, rep)
+        _check_texts(lib, rep)
+        if repair:
+            _repair(lib, rep, text_index)
+        _advise(rep, folder, repair)
+        return rep
+    finally:
+        if lib is not None:
+            lib.close()
+
+
+def _check_rows(lib, rep: CheckReport) -> None:
+    c = lib.conn
+    rep.videos = len(lib)
+    for t in _ORPHAN_TABLES:
+        rep.orphans[t] = _count(c, f"SELECT COUNT(*) FROM {t} WHERE video_id NOT IN (SELECT id FROM videos)"
+                                + (" AND status='done'" if t == "files" else ""))
+    rep.track_count_mismatch = [r[0] for r in c.execute(
+        "SELECT v.id FROM videos v LEFT JOIN (SELECT video_id, COUNT(*) AS n FROM tracks GROUP BY video_id) t "
+        "ON t.video_id = v.id WHERE COALESCE(t.n, 0) != v.n_tracks ORDER BY v.id")]
+    rep.missing_files = missing_videos(lib)
+    rep.interrupted = _count(c, "SELECT COUNT(*) FROM files WHERE status='running'")
+    rep.failed_files = _count(c, "SELECT COUNT(*) FROM files WHERE status='failed'")
+
+
+def _check_texts(lib, rep: CheckReport) -> None:
+    from ..retrieval.dense import DenseIndexCorrupt, DenseIndexMismatch, read_manifest
+
+    c = lib.conn
+    rep.texts_missing = _count(c, "SELECT COUNT(*) FROM videos v LEFT JOIN summaries s ON s.video_id = v.id "
+                                  "WHERE s.video_id IS NULL")
+    rep.texts_stale = _count(c, "SELECT COUNT(*) FROM videos v JOIN summaries s ON s.video_id = v.id "
+                                "WHERE s.rev IS NOT v.rev")
+    dense_dir = lib.folder / "dense"
+    try:
+        meta = read_manifest(dense_dir)
+    except DenseIndexCorrupt as e:
+        rep.dense = f"damaged: {e.reason}"
+        return
+    if meta is None:
+        rep.dense = "absent" + (" (built by the next indexing or import)" if len(lib) else "")
+        return
+    try:
+        from ..retrieval.sources import library_embedder, open_dense_index
+
+        idx = open_dense_index(lib, library_embedder(lib))
+    except DenseIndexCorrupt as e:
+        rep.dense = f"damaged: {e.reason}"
+        return
+    except DenseIndexMismatch as e:
+        rep.dense = f"built by another embedder ({e.built.get('embedder')}): rebuilt on the next indexing"
+        return
+    except Exception as e:  # noqa: BLE001  (no embedder installed: the files can still be checked)
+        rep.dense = f"not checked against the library ({type(e).__name__}: {e})"
+        return
+    stamps = dict(c.execute("SELECT video_id, updated_at FROM summaries"))
+    every = idx.meta.get("kind") == "text-of-perception"
+    rep.dense_lagging = sum(1 for v, st in stamps.items() if idx.stamps.get(v) != st and (every or v in idx.stamps))
+    rep.dense_orphans = sum(1 for v in idx.stamps if v not in stamps)
+    rep.dense = f"ok ({len(idx)} segments of {len(idx.stamps)} videos, {idx.meta.get('embedder')})"
+
+
+def _repair(lib, rep: CheckReport, text_index: bool) -> None:
+    if lib.readonly:
+        rep.advice.append(f"cannot repair: {lib.readonly_reason}")
+        return
+    c = lib.conn
+    if any(rep.orphans.values()):
+        with lib.transaction():
+            for t in _ORPHAN_TABLES:
+                if rep.orphans.get(t):
+                    c.execute(f"DELETE FROM {t} WHERE video_id NOT IN (SELECT id FROM videos)"
+                              + (" AND status='done'" if t == "files" else ""))
+        rep.repaired.append("deleted " + ", ".join(f"{n} {t}" for t, n in rep.orphans.items() if n)
+                            + " rows that belonged to no video")
+        rep.orphans = {t: 0 for t in rep.orphans}
+    if rep.track_count_mismatch:
+        with lib.transaction():
+            c.execute("UPDATE videos SET n_tracks = (SELECT COUNT(*) FROM tracks WHERE video_id = videos.id)")
+        rep.repaired.append(f"recounted the tracks of {len(rep.track_count_mismatch)} videos")
+        rep.track_count_mismatch = []
+    need_texts = rep.texts_missing or rep.texts_stale or rep.dense_lagging or rep.dense_orphans \
+        or rep.dense.startswith("damaged") or rep.dense.startswith("absent")
+    if need_texts and text_index and len(lib):
+        from ..retrieval.sources import ensure_text_index
+
+        r = ensure_text_index(lib)
+        what = f"brought the BM25 texts ({r.texts_built} rebuilt)"
+        if r.dense_unavailable:
+            what += f" up to date; dense index unavailable: {r.dense_unavailable}"
+        else:
+            what += (f" and the dense index ({'rebuilt: it was damaged' if r.dense_rebuilt else f'{r.dense_embedded} embedded'}"
+                     f", {r.dense_removed} removed) up to date")
+        rep.repaired.append(what)
+        _check_texts(lib, rep)
+
+
+def _advise(rep: CheckReport, folder: Path, repair: bool) -> None:
+    if not repair and not rep.ok:
+        rep.advice.append(f"`strived check --repair --library {folder}` fixes the rows and indexes above")
+    if rep.missing_files:
+        rep.advice.append("for moved footage: `strived relink OLD_FOLDER NEW_FOLDER` (or index the new "
+                          "folder: moved files are recognised by content); to drop them: "
+                          "`strived remove --missing`")
+
+
+def _advise_damaged(rep: CheckReport, folder: Path, salvage_to: str | None) -> None:
+    rep.advice.append("the database is damaged and is not written to. Copy what can be read into a "
+                      f"new library: `strived check --library {folder} --salvage NEW_FOLDER`, then "
+                      "search NEW_FOLDER (re-index the footage into it to recover videos that could "
+                      "not be read: `strived index FOOTAGE --library NEW_FOLDER`)")
+    rep.advice.append("or re-index everything into a new library: `strived index FOOTAGE --library "
+                      "NEW_FOLDER` (and `strived import` for records-only videos)")
+    rep.advice.append(f"keep {folder / DB_NAME} until the new library is complete")
+
+
+def _raw_readonly(folder: Path) -> Library:
+    from urllib.parse import quote
+
+    uri = "file:" + quote(str(folder / DB_NAME)) + "?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as e:
+        raise LibraryError(f"cannot read {folder / DB_NAME} at all ({e})") from None
+    lib = Library(folder, conn)
+    lib.readonly, lib.readonly_reason = True, "damaged library opened for salvage"
+    return lib
+
+
+def salvage(folder: str | os.PathLike, new_folder: str | os.PathLike, *, text_index: bool = True) -> dict:
+    """Copy every video of the (damaged) library in ``folder`` that can still be read into a new
+    library in ``new_folder``, with its thumbnail and indexing state, and the marks and saved
+    searches that can be read. Returns {"folder", "videos", "total", "lost": [ids]}. The damaged
+    library is only read."""
+    folder = Path(folder).expanduser().resolve()
+    new_folder = Path(new_folder).expanduser().resolve()
+    if new_folder == folder:
+        raise LibraryError("salvage into a new folder, not into the damaged library itself")
+    if (new_folder / DB_NAME).exists():
+        raise LibraryError(f"{new_folder} already holds a library: salvage into a new, empty folder")
+    src = _raw_readonly(folder)
+    ids: list[str] = []
+    try:
+        try:
+            ids = [r[0] for r in src.conn.execute("SELECT id FROM videos ORDER BY id")]
+        except sqlite3.DatabaseError:
+            # the table b-tree is damaged: walk the rowids that can still be reached one by one
+            for rowid in range(1, 1_000_000):
+                try:
+                    r = src.conn.execute("SELECT id FROM videos WHERE rowid=?", (rowid,)).fetchone()
+                except sqlite3.DatabaseError:
+                    continue
+                if r is None and rowid > len(ids) + 1000:
+                    break
+                if r is not None:
+                    ids.append(r[0])
+        dst = Library.open(new_folder, create=True)
+        saved, lost = 0, []
+        with dst:
+            for vid in ids:
+                try:
+                    rec = src.get_video(vid)
+                except (sqlite3.DatabaseError, KeyError, ValueError):
+                    lost.append(vid)
+                    continue
+                with dst.transaction():
+                    dst.add_video(rec)
+                    _copy_rows(src, dst, "files", "video_id=? AND status='done'", (vid,))
+                    _copy_rows(src, dst, "thumbnails", "video_id=?", (vid,))
+                    _copy_rows(src, dst, "captions", "video_id=?", (vid,))
+                saved += 1
+            for t in ("marks", "saved_searches"):
+                _copy_rows(src, dst, t, "1", ())
+            if text_index and saved:
+                from ..retrieval.sources import ensure_text_index
+
+                ensure_text_index(dst)
+        return {"folder": str(new_folder), "videos": saved, "total": len(ids), "lost": lost}
+    finally:
+        src.close()
+
+
+def _copy_rows(src, dst, table: str, where: str, args) -> int:
+    try:
+        cur = src.conn.execute(f"SELECT * FROM {table} WHERE {where}", args)
+        cols = [d[0] for d in cur.description]
+        rows = cur.fetchall()
+    except sqlite3.DatabaseError:
+        return 0
+    if rows:
+        with dst.transaction():
+            dst.conn.executemany(f"INSERT OR REPLACE INTO {table}({', '.join(cols)}) VALUES "
+                                 f"({', '.join('?' * len(cols))})", rows)
+    return len(rows)

@@ -1,0 +1,69 @@
+"""A child process for the kill tests: `python -m tests.faults._worker MODE ...`.
+
+    cli ARGS...              run `strived ARGS` with a slow fake detector and the hash embedder
+    commit-kill LIB N        add N synthetic videos, then die (os._exit) at the dense index commit
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+
+class SlowDetector:
+    """The perception tests' colour detector, slowed so that a kill lands mid-run."""
+
+    def __init__(self, delay_s: float):
+        from tests.perception.conftest import FakeDetector
+
+        self._d = FakeDetector()
+        self.name, self.device, self.config = "fake", "cpu", {"detector": "fake"}
+        self.delay_s = delay_s
+
+    def detect(self, frames):
+        time.sleep(self.delay_s)
+        return self._d.detect(frames)
+
+
+def _patch_embedder():
+    from strived.retrieval import sources
+    from tests.faults.conftest import HashEmbedder
+
+    emb = HashEmbedder()
+    sources.get_default_embedder = lambda: emb
+
+
+def main(argv: list[str]) -> int:
+    mode = argv[0]
+    _patch_embedder()
+    if mode == "cli":
+        import strived.perception.detect as det
+
+        delay = float(os.environ.get("STRIVED_TEST_DETECT_DELAY", "0.05"))
+        det.make_detector = lambda *a, **k: SlowDetector(delay)
+        from strived.cli import main as cli_main
+
+        return cli_main(argv[1:])
+    if mode == "commit-kill":
+        import strived.retrieval.dense as dense
+        from strived.retrieval.sources import ensure_text_index
+        from strived.store import Library
+        from tests.faults.conftest import synth_records
+
+        real = dense.os.replace
+
+        def replace(src, dst):
+            if str(dst).endswith(dense.MANIFEST):
+                os._exit(137)  # as a kill -9 right before the commit
+            return real(src, dst)
+        dense.os.replace = replace
+        with Library.open(argv[1]) as lib:
+            lib.add_videos(synth_records(int(argv[2]), seed0=300))
+            ensure_text_index(lib)
+        return 0
+    raise SystemExit(f"unknown mode {mode}")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,115 @@
+"""Bad files in the footage folder: each fails alone with a reason, the good videos are indexed
+(issue 15 item 3: a symlink loop named *.mp4 used to stop the whole folder; item 9: unreadable
+sub-folders were skipped silently)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from strived.indexing.job import index_folder
+from strived.store import Library
+from tests.perception.conftest import FakeDetector, write_video
+
+
+@pytest.fixture
+def folder(tmp_path):
+    src = tmp_path / "footage"
+    (src / "sub").mkdir(parents=True)
+    write_video(src / "good1.mp4", n_frames=12)
+    write_video(src / "sub" / "good2.mov", n_frames=12)
+    return src
+
+
+def _index(src, tmp_path):
+    lib = Library.open(tmp_path / "lib", create=True)
+    try:
+        rep = index_folder(src, lib, detector=FakeDetector())
+        return rep, lib.video_ids()
+    finally:
+        lib.close()
+
+
+def _bad_cases(src):
+    """name -> how to make it; every one is a *.mp4 the indexer finds."""
+    def loop(p):
+        os.symlink(p.with_name("loop_b.mp4"), p)
+        os.symlink(p, p.with_name("loop_b.mp4"))
+
+    def truncated(p):
+        write_video(p.parent.parent / "full_tmp.mp4", n_frames=30)
+        data = (p.parent.parent / "full_tmp.mp4").read_bytes()
+        p.write_bytes(data[: len(data) // 3])
+        (p.parent.parent / "full_tmp.mp4").unlink()
+
+    return {
+        "zero.mp4": lambda p: p.write_bytes(b""),
+        "garbage.mp4": lambda p: p.write_bytes(os.urandom(4096)),
+        "text.mp4": lambda p: p.write_text("this is not a video\n" * 50),
+        "truncated.mp4": truncated,
+        "loop_a.mp4": loop,
+        "self.mp4": lambda p: os.symlink(p, p),
+        "dangling.mp4": lambda p: os.symlink(p.with_name("nowhere.mp4"), p),
+        "folder.mp4": lambda p: p.mkdir(),
+    }
+
+
+@pytest.mark.parametrize("case", list(_bad_cases(__import__("pathlib").Path("."))))
+def test_one_bad_file_never_stops_the_folder(folder, tmp_path, case):
+    _bad_cases(folder)[case](folder / case)
+    rep, ids = _index(folder, tmp_path)
+    assert sorted(ids) == ["good1", "sub__good2"]
+    failed = {os.path.basename(p): why for p, why in rep.failed}
+    if case == "folder.mp4":   # a folder is walked into, not opened as a video
+        assert not failed
+    else:
+        assert case in failed, (case, rep.failed)
+        assert all(why and "Traceback" not in why for why in failed.values())
+
+
+def test_symlink_loop_reason_is_named(folder, tmp_path):
+    os.symlink(folder / "b.mp4", folder / "a.mp4")
+    os.symlink(folder / "a.mp4", folder / "b.mp4")
+    rep, ids = _index(folder, tmp_path)
+    assert sorted(ids) == ["good1", "sub__good2"]
+    assert {os.path.basename(p) for p, _ in rep.failed} == {"a.mp4", "b.mp4"}
+    assert all("symlink loop" in why for _, why in rep.failed)
+
+
+def test_all_bad_files_at_once(folder, tmp_path):
+    for name, make in _bad_cases(folder).items():
+        make(folder / name)
+    rep, ids = _index(folder, tmp_path)
+    assert sorted(ids) == ["good1", "sub__good2"] and not rep.ok
+    assert len(rep.failed) >= 7
+
+
+def test_unreadable_subfolder_is_reported(folder, tmp_path, monkeypatch, capsys, fast_embedder):
+    locked = folder / "locked"
+    locked.mkdir()
+    write_video(locked / "hidden_from_us.mp4", n_frames=12)
+    real_scandir = os.scandir
+
+    def scandir(path="."):
+        if os.path.abspath(path) == str(locked):
+            raise PermissionError(13, "Permission denied", str(locked))
+        return real_scandir(path)
+    monkeypatch.setattr(os, "scandir", scandir)  # root reads any folder: refuse this one as a user's OS would
+    rep, ids = _index(folder, tmp_path)
+    assert sorted(ids) == ["good1", "sub__good2"]
+    assert rep.unreadable == [(str(locked), "Permission denied")]
+    assert "could not be read" in rep.summary()
+
+    import argparse
+
+    from strived.commands import index
+
+    ap = argparse.ArgumentParser()
+    index.register(ap.add_subparsers())
+    args = ap.parse_args(["index", str(folder), "--library", str(tmp_path / "lib2"), "--quiet",
+                          "--detector", "fake"])
+    monkeypatch.setattr("strived.perception.detect.make_detector", lambda *a, **k: FakeDetector())
+    rc = args.func(args)
+    err = capsys.readouterr().err
+    assert rc == 0 and f"cannot read folder {locked}: Permission denied" in err

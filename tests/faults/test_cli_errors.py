@@ -1,0 +1,95 @@
+"""Issue 15 item 9: the smaller holes. Bad arguments and bad input files are clear messages with
+a non-zero exit, never tracebacks or silently wrong results."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from strived.cli import main
+
+from .conftest import run_cli
+
+
+def _run(capsys, *argv):
+    try:
+        rc = main(list(argv))
+    except SystemExit as e:  # argparse rejects a bad argument with exit status 2
+        rc = e.code
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return rc, out, err
+
+
+@pytest.mark.parametrize("top", ["-1", "0", "x", "1.5"])
+def test_top_must_be_positive(make_library, capsys, top):
+    folder = make_library(2, text_index=False)
+    rc, out, err = _run(capsys, "search", "car", "--library", str(folder), f"--top={top}")
+    assert rc == 2 and "--top" in err
+
+
+def test_top_one_returns_exactly_one(make_library, capsys):
+    folder = make_library(4)
+    rc, out, err = _run(capsys, "search", "car", "--library", str(folder), "--top", "1", "--json")
+    import json
+
+    assert rc == 0 and len(json.loads(out)["hits"]) == 1
+
+
+@pytest.mark.parametrize("fps", ["0", "-5", "nan", "inf", "abc", "1e9"])
+def test_index_fps_is_validated(tmp_path, capsys, fps):
+    (tmp_path / "v").mkdir()
+    rc, out, err = _run(capsys, "index", str(tmp_path / "v"), "--library", str(tmp_path / "lib"),
+                        f"--fps={fps}")
+    assert rc == 2 and "--fps" in err
+    assert not (tmp_path / "lib").exists()
+
+
+@pytest.mark.parametrize("weights,msg", [("{bad", "not valid JSON"), ("[1, 2]", "JSON object"),
+                                         ('{"rule": -1}', ">= 0"), ('{"colour": 1}', "unknown source"),
+                                         ('{"rule": NaN}', "finite"), ('{"rule": 0, "bm25": 0}', "above 0"),
+                                         ('{"rule": "1"}', "finite number")])
+def test_bad_weights(make_library, capsys, weights, msg):
+    folder = make_library(2, text_index=False)
+    rc, out, err = _run(capsys, "search", "car", "--library", str(folder), "--weights", weights)
+    assert rc == 1 and msg in err
+
+
+@pytest.mark.parametrize("content,msg", [(b"[" * 200000, "nested too deeply"),
+                                         (b'{"event": "caf\xe9"}', "not UTF-8"),
+                                         (b"{", "not valid JSON")])
+@pytest.mark.parametrize("command", ["search", "export-results"])
+def test_bad_rule_files(make_library, tmp_path, capsys, content, msg, command):
+    folder = make_library(2, text_index=False)
+    rule = tmp_path / "rule.json"
+    rule.write_bytes(content)
+    argv = [command, "car"] + ([str(tmp_path / "out")] if command == "export-results" else [])
+    rc, out, err = _run(capsys, *argv, "--library", str(folder), "--rule", str(rule))
+    assert rc == 1 and msg in err
+
+
+def test_missing_rule_file(make_library, tmp_path, capsys):
+    folder = make_library(1, text_index=False)
+    rc, out, err = _run(capsys, "search", "car", "--library", str(folder), "--rule", str(tmp_path / "nope.json"))
+    assert rc == 1 and "cannot read" in err
+
+
+def test_export_errors_are_messages(make_library, tmp_path, capsys):
+    folder = make_library(2, text_index=False)
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    rc, out, err = _run(capsys, "export", str(blocker), "--library", str(folder))
+    assert rc == 1 and "export folder" in err
+    rc, out, err = _run(capsys, "export", str(tmp_path / "ok"), "--library", str(folder), "--video", "nope")
+    assert rc == 1 and "no video 'nope'" in err and not (tmp_path / "ok").exists()
+    rc, out, err = _run(capsys, "export", str(tmp_path / "ok"), "--library", str(folder))
+    assert rc == 0 and sorted(os.listdir(tmp_path / "ok")) == ["v00.json", "v01.json"]
+
+
+def test_deeply_nested_rule_through_a_real_process(make_library, tmp_path):
+    folder = make_library(1, text_index=False)
+    rule = tmp_path / "deep.json"
+    rule.write_text('{"all": ' * 5000 + "{}" + "}" * 5000)
+    r = run_cli("search", "car", "--library", str(folder), "--rule", str(rule), "--sources", "rule")
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-500:]

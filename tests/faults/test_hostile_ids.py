@@ -1,0 +1,127 @@
+"""Issue 15 item 1: a crafted records file must never make an export write outside its folder."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from strived.errors import RecordsError, UnsafePathError
+from strived.export import ExportError, clip_rows, export_results
+from strived.records import VideoRecords
+from strived.safepaths import (check_video_id, make_video_id, output_path, safe_filename,
+                               video_id_problem)
+
+from .conftest import run_cli, synth_records
+
+HOSTILE_IDS = ["../../escape", "/tmp/abs_target", "a/b", "..", ".", ".hidden", "C:evil", "a\\b",
+               "x\x00y", " padded", "-rf", "", "a" * 201, "line\nbreak"]
+
+
+def _records_doc(vid):
+    rec = synth_records(1)[0]
+    d = rec.to_json_dict()
+    d["video"]["id"] = vid
+    return d
+
+
+@pytest.mark.parametrize("vid", HOSTILE_IDS)
+def test_hostile_ids_are_refused_at_import(vid):
+    assert video_id_problem(vid)
+    with pytest.raises(RecordsError, match="video.id"):
+        VideoRecords.from_json_dict(_records_doc(vid))
+
+
+@pytest.mark.parametrize("vid", ["av2_7fab2350", "comma2k19_seg40_w00", "trip 2024-05-01 (1)",
+                                 "über_straße", "clip.v2", "_x"])
+def test_ordinary_ids_pass(vid):
+    assert check_video_id(vid) == vid
+    assert VideoRecords.from_json_dict(_records_doc(vid)).info.id == vid
+
+
+def test_cli_import_refuses_a_crafted_records_file_and_writes_nothing(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(_records_doc("../../../tmp/pwned")))
+    r = run_cli("import", str(bad), "--library", str(tmp_path / "lib"), "--no-text-index")
+    assert r.returncode == 1 and "video.id" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "lib").exists() or not (tmp_path / "lib" / "library.sqlite").exists()
+
+
+def test_export_of_an_old_library_with_hostile_ids_stays_in_the_folder(tmp_path):
+    """Ids stored before validation existed (written straight into the database) are made safe
+    by the one path helper: every file lands inside the export folder."""
+    from strived.store import Library
+
+    outside = tmp_path / "victim.json"
+    outside.write_text("precious")
+    lib = Library.open(tmp_path / "lib", create=True)
+    recs = synth_records(3)
+    for r, vid in zip(recs, [str(outside.with_suffix("")), "../../victim", "same/name"]):
+        r.info.id = vid
+    lib.add_videos(recs)
+    response = {"query": "q", "hits": [{"rank": k + 1, "video_id": r.info.id, "score": 1.0 / (k + 1)}
+                                       for k, r in enumerate(recs)]}
+    out = tmp_path / "export"
+    rep = export_results(clip_rows(response, lib), out, formats=["csv", "json", "fiftyone", "openlabel"],
+                         context={"query": "q"})
+    lib.close()
+    assert outside.read_text() == "precious"
+    for f in rep.files:
+        assert (out.resolve() in __import__("pathlib").Path(f).resolve().parents)
+    names = sorted(p.name for p in (out / "openlabel").iterdir())
+    assert len(names) == 3 and all("/" not in n and not n.startswith(".") for n in names)
+
+
+def test_cli_export_and_export_results_refuse_to_leave_the_folder(tmp_path, fast_embedder):
+    from strived.store import Library
+
+    lib_dir = tmp_path / "lib"
+    with Library.open(lib_dir, create=True) as lib:
+        recs = synth_records(2)
+        recs[0].info.id = "../../outside_export"
+        lib.add_videos(recs)
+    out = tmp_path / "deep" / "out"
+    r = run_cli("export", str(out), "--library", str(lib_dir))
+    assert r.returncode == 0, r.stderr
+    assert not (tmp_path / "outside_export.json").exists()
+    names = sorted(p.name for p in out.iterdir())
+    assert len(names) == 2 and "v01.json" in names and all("/" not in n for n in names)
+
+    from strived.cli import main
+
+    out2 = tmp_path / "deep" / "results"
+    assert main(["export-results", "car", str(out2), "--library", str(lib_dir), "--format", "openlabel",
+                 "--format", "csv", "--top-k", "5"]) == 0
+    assert not list(tmp_path.glob("outside_export*")) and not list((tmp_path / "deep").glob("outside*"))
+    assert all(out2.resolve() in p.resolve().parents for p in out2.rglob("*"))
+
+
+def test_output_path_refuses_escapes_and_symlinks(tmp_path):
+    root = tmp_path / "out"
+    root.mkdir()
+    (root / "link").symlink_to(tmp_path)
+    assert output_path(root, "a.json") == root / "a.json"
+    for parts in [("..", "x.json"), ("/etc/passwd",), ("a/../../x",), ("",), ("C:x",), ("link", "x.json")]:
+        with pytest.raises(UnsafePathError):
+            output_path(root, *parts)
+
+
+def test_export_refuses_a_planted_symlink_subfolder(tmp_path):
+    """An attacker who can write the export folder plants openlabel -> elsewhere."""
+    out = tmp_path / "out"
+    out.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (out / "openlabel").symlink_to(elsewhere)
+    rows = [{"rank": 1, "video_id": "v1", "video_path": None, "start_s": 0.0, "end_s": 1.0,
+             "start_frame": 0, "end_frame": 10, "fps": 10.0, "score": 1.0}]
+    with pytest.raises(ExportError, match="outside"):
+        export_results(rows, out, formats=["openlabel"], context={})
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_safe_names():
+    assert safe_filename("../../x") == "_.._x" or "/" not in safe_filename("../../x")
+    assert safe_filename("CON") == "_CON" and safe_filename("") == "item"
+    assert make_video_id("-weird name?") == "_-weird name_"
+    assert video_id_problem(make_video_id("../a/b:c")) is None
