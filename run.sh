@@ -4,6 +4,7 @@
 #   bash run.sh test    run the test suite (the same command CI runs)
 #   bash run.sh app     open the desktop app
 #   bash run.sh strived ARGS...   any strived command (e.g. bash run.sh strived search "..." -L LIB)
+#   bash run.sh lint    ruff (a small rule set) and the import-linter contracts (CI runs it)
 #   bash run.sh setup   only install
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -50,7 +51,8 @@ case "$cmd" in
   setup) setup ;;
   demo)  setup; exec "$VENV/bin/strived" demo "$@" ;;
   test)  setup; export QT_QPA_PLATFORM=offscreen; exec "$PY" -m pytest -q "$@" ;;
+  lint)  setup; "$VENV/bin/ruff" check --no-cache . && (cd "$ROOT" && "$VENV/bin/lint-imports") ;;
   app)   setup; exec "$VENV/bin/strived-app" "$@" ;;
   strived) setup; exec "$VENV/bin/strived" "$@" ;;
-  *) echo "usage: bash run.sh [demo|test|app|setup|strived ARGS...]" >&2; exit 2 ;;
+  *) echo "usage: bash run.sh [demo|test|lint|app|setup|strived ARGS...]" >&2; exit 2 ;;
 esac

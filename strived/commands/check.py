@@ -23,7 +23,7 @@ def register(sub) -> None:
 
 
 def cmd_check(args) -> int:
-    from ..store.check import check_library
+    from ..maintenance.check import check_library
 
     rep = check_library(args.library, repair=args.repair, salvage_to=args.salvage)
     if args.json:

@@ -127,7 +127,7 @@ def _update_text_index(lib) -> None:
 
 def cmd_remove(args) -> int:
     from ..store import Library
-    from ..store.maintenance import missing_videos, remove_videos
+    from ..maintenance.footage import missing_videos, remove_videos
 
     if not args.video_ids and not args.missing:
         print("strived: error: name the video ids to remove, or --missing", file=sys.stderr)
@@ -156,7 +156,7 @@ def cmd_remove(args) -> int:
 
 def cmd_relink(args) -> int:
     from ..store import Library
-    from ..store.maintenance import find_moved, relink
+    from ..maintenance.footage import find_moved, relink
 
     if bool(args.search) == bool(args.old and args.new):
         print("strived: error: give OLD NEW, or --search FOLDER", file=sys.stderr)

@@ -108,9 +108,7 @@ def plan(folder: Path, lib, config_key: str, *, retry_failed: bool = False,
                 rep.failed.append((key, f"cannot read file: {e.strerror or e}"))
                 continue
             if old is not None:
-                from ..store.maintenance import relink_file
-
-                vid = relink_file(lib, old, key)
+                vid = state.relink_file(lib, old, key)
                 rep.relinked.append((old, key))
                 taken[vid] = key
                 row = state.get_file_row(lib, key)

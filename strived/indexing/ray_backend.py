@@ -92,7 +92,7 @@ def perceive_with_ray(items, cfg, address: str, root: Path, *, cancel=None,
 
     if not items:
         return
-    ray = init_ray(address)
+    init_ray(address)
     import ray.data
 
     by_id = {it.video_id: it for it in items}

@@ -118,3 +118,31 @@ def video_id_for(path: Path, root: Path) -> str:
     except ValueError:
         rel = Path(path.name)
     return make_video_id("__".join(rel.with_suffix("").parts))
+
+
+def video_of_path(lib, path: str) -> str | None:
+    row = lib.conn.execute("SELECT video_id FROM files WHERE path=?", (path,)).fetchone()
+    if row:
+        return row[0]
+    row = lib.conn.execute("SELECT id FROM videos WHERE path=?", (path,)).fetchone()
+    return row[0] if row else None
+
+
+def relink_file(lib, old_path: str, new_path: str) -> str | None:
+    """Point the library at ``new_path`` where it knew ``old_path`` (the same video, moved): its
+    ``files`` row keeps its state and video id, and the video's path follows. Returns the video
+    id (None when the library does not know ``old_path``). Raises LibraryError when ``new_path``
+    already belongs to another video."""
+    old_path, new_path = str(old_path), str(new_path)
+    with lib.transaction():
+        vid = video_of_path(lib, old_path)
+        if vid is None:
+            return None
+        other = video_of_path(lib, new_path)
+        if other is not None and other != vid:
+            raise LibraryError(f"{new_path} is already in the library as video {other!r}; remove one "
+                               f"of the two (`strived remove {other}`) before relinking")
+        lib.conn.execute("DELETE FROM files WHERE path=? AND video_id=?", (new_path, vid))
+        lib.conn.execute("UPDATE files SET path=? WHERE path=?", (new_path, old_path))
+        lib.conn.execute("UPDATE videos SET path=? WHERE id=?", (new_path, vid))
+    return vid

@@ -11,7 +11,7 @@ import pytest
 from strived.cli import main
 from strived.indexing.job import index_folder
 from strived.store import Library
-from strived.store.maintenance import find_moved, missing_videos, relink, remove_videos
+from strived.maintenance.footage import find_moved, missing_videos, relink, remove_videos
 from tests.perception.conftest import FakeDetector, write_video
 
 

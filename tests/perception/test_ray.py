@@ -45,7 +45,7 @@ def test_two_node_cluster_survives_a_killed_worker_node(tmp_path, make_video):
     for k, n in enumerate(names):
         make_video(src / f"{n}.mp4", n_frames=40 + k)
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
-    keep = cluster.add_node(num_cpus=1)
+    cluster.add_node(num_cpus=1)        # the node that survives
     victim = cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)

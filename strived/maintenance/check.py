@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import LibraryCorruptError, LibraryError, LibraryLockedError, LibraryVersionError
-from .library import DB_NAME, Library
-from .maintenance import MissingVideo, missing_videos
-from .schema import VIDEO_CHILD_TABLES
+from ..store.library import DB_NAME, Library
+from ..store.schema import VIDEO_CHILD_TABLES
+from .footage import MissingVideo, missing_videos
 
 _ORPHAN_TABLES = tuple(VIDEO_CHILD_TABLES) + ("captions", "files")
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import LibraryError
+from ..indexing.state import content_hash, relink_file, video_of_path  # noqa: F401  (relink_file: API)
 
 
 @dataclass(frozen=True)
@@ -53,34 +54,6 @@ def missing_videos(lib) -> list[MissingVideo]:
     return out
 
 
-def _video_of_path(lib, path: str) -> str | None:
-    row = lib.conn.execute("SELECT video_id FROM files WHERE path=?", (path,)).fetchone()
-    if row:
-        return row[0]
-    row = lib.conn.execute("SELECT id FROM videos WHERE path=?", (path,)).fetchone()
-    return row[0] if row else None
-
-
-def relink_file(lib, old_path: str, new_path: str) -> str | None:
-    """Point the library at ``new_path`` where it knew ``old_path`` (the same video, moved): its
-    ``files`` row keeps its state and video id, and the video's path follows. Returns the video
-    id (None when the library does not know ``old_path``). Raises LibraryError when ``new_path``
-    already belongs to another video."""
-    old_path, new_path = str(old_path), str(new_path)
-    with lib.transaction():
-        vid = _video_of_path(lib, old_path)
-        if vid is None:
-            return None
-        other = _video_of_path(lib, new_path)
-        if other is not None and other != vid:
-            raise LibraryError(f"{new_path} is already in the library as video {other!r}; remove one "
-                               f"of the two (`strived remove {other}`) before relinking")
-        lib.conn.execute("DELETE FROM files WHERE path=? AND video_id=?", (new_path, vid))
-        lib.conn.execute("UPDATE files SET path=? WHERE path=?", (new_path, old_path))
-        lib.conn.execute("UPDATE videos SET path=? WHERE id=?", (new_path, vid))
-    return vid
-
-
 def _under(path: str, prefix: str) -> str | None:
     """``path`` relative to ``prefix`` ('' when equal), or None when it is not under it."""
     if path == prefix:
@@ -91,7 +64,6 @@ def _under(path: str, prefix: str) -> str | None:
 
 def _same_content(lib, vid: str, new_path: str) -> bool | None:
     """True/False when the library has a content hash of the video's file to compare with."""
-    from ..indexing.state import content_hash
 
     row = lib.conn.execute("SELECT size, hash FROM files WHERE video_id=? AND hash IS NOT NULL",
                            (vid,)).fetchone()
@@ -142,7 +114,6 @@ def find_moved(lib, folder: str | os.PathLike) -> RelinkReport:
     """Look under ``folder`` for the files of missing videos, recognised by content hash (size
     plus first and last MiB), and relink each one found. Only videos indexed from video files
     (which have a hash) can be found this way."""
-    from ..indexing.state import content_hash
     from ..perception.video import find_videos
 
     rep = RelinkReport()
@@ -159,7 +130,7 @@ def find_moved(lib, folder: str | os.PathLike) -> RelinkReport:
         try:
             real = str(p.resolve(strict=True))
             size = os.path.getsize(real)
-            if size not in sizes or _video_of_path(lib, real) is not None:
+            if size not in sizes or video_of_path(lib, real) is not None:
                 continue
             hit = gone.pop((size, content_hash(real)), None)
         except (OSError, RuntimeError):
