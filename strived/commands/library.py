@@ -118,10 +118,8 @@ def cmd_export(args) -> int:
 
 def _update_text_index(lib) -> None:
     """Drop removed videos from the dense index now (a search must not return them)."""
-    try:
-        from ..retrieval.sources import ensure_text_index
-    except ImportError:
-        return
+    from ..retrieval.sources import ensure_text_index
+
     ensure_text_index(lib)
 
 

@@ -50,10 +50,8 @@ def prepare_library(bench: Benchmark, library_dir: Path | None = None, *, index_
     if index_videos:
         vids = [it for it in bench.items if it.video is not None and not lib.has_video(it.id)]
         if vids:
-            try:
-                from ..indexing.job import index_folder
-            except ImportError:
-                raise StrivedError("video indexing (strived.indexing) is not available") from None
+            from ..indexing.job import index_folder
+
             # video ids are file names without extension under their folder, as the manifest's ids
             for folder in sorted({it.video.parent for it in vids}):
                 index_folder(folder, lib, progress=progress, cancel=cancel)
