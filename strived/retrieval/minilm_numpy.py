@@ -53,7 +53,7 @@ class NumpyMiniLM:
         self._tok = None
         self._lock = threading.Lock()
 
-    def _load(self):
+    def load(self):
         with self._lock:
             if self._w is not None:
                 return
@@ -111,7 +111,7 @@ class NumpyMiniLM:
         return v / max(float(np.linalg.norm(v)), 1e-12)
 
     def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
-        self._load()
+        self.load()
         out = np.zeros((len(texts), self.dim), np.float32)
         with _one_blas_thread():
             for i, t in enumerate(texts):

@@ -146,9 +146,9 @@ def ensure_text_index(library, embedder=None, progress: ProgressFn = None, cance
             rebuild_dense = True
             library.meta_set(LIBRARY_EMBEDDER_KEY, {"model_dir": choice.get("model_dir")})
     rep.embedder, rep.dense_kind = embedder.name, embedder.kind
-    if hasattr(embedder, "_load"):
+    if hasattr(embedder, "load"):
         try:
-            embedder._load()  # a build without the embedder (e.g. the lite bundle) keeps BM25 and rules
+            embedder.load()  # a build without the embedder (e.g. the lite bundle) keeps BM25 and rules
         except EmbedderError as e:
             rep.dense_unavailable = str(e)
             return rep
@@ -263,9 +263,9 @@ def dense_ranking(library, query: str, embedder=None, top_k: int | None = None
     if len(idx) == 0:
         from .embedders import EmbedderError
 
-        if hasattr(embedder, "_load"):
+        if hasattr(embedder, "load"):
             try:
-                embedder._load()
+                embedder.load()
             except EmbedderError as e:
                 raise SourceUnavailable("dense", str(e)) from None
         raise SourceUnavailable("dense", f"the dense index ({embedder.name}) is empty: index or "

@@ -12,7 +12,7 @@ from strived.store import Library
 class MissingEmbedder:
     name, kind, version, dim = "missing", "text-of-perception", "0", 384
 
-    def _load(self):
+    def load(self):
         raise EmbedderError("the offline text embedder is not installed")
 
 
