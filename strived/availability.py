@@ -105,17 +105,21 @@ def unjudgeable(avails: dict[str, dict], rule, videos=None) -> dict[str, list[st
     ``rule`` cannot evaluate, because a hard gate reads a field the video does not have, or every
     soft score does. (A soft score on a missing field among others that are present scores 0 for
     that term, as the formula says.) Videos without an availability record are judged."""
-    gates = list(dict.fromkeys(g.field for g in rule.hard_gates))
-    softs = list(dict.fromkeys(s.field for s in rule.soft_scores))
+    # a sequence rule cannot be judged when one of its steps cannot (every step must be realised)
+    parts = list(rule.sequence) if getattr(rule, "sequence", None) is not None else [rule]
+    parts = [(list(dict.fromkeys(g.field for g in p.hard_gates)),
+              list(dict.fromkeys(s.field for s in p.soft_scores))) for p in parts]
     out: dict[str, list[str]] = {}
     for vid in (avails if videos is None else videos):
         av = avails.get(vid)
         if not av:
             continue
-        miss = [f for f in gates if field_available(av, f) is False]
-        miss_soft = [f for f in softs if field_available(av, f) is False]
-        if softs and len(miss_soft) == len(softs):
-            miss += [f for f in miss_soft if f not in miss]
+        miss: list[str] = []
+        for gates, softs in parts:
+            miss += [f for f in gates if field_available(av, f) is False and f not in miss]
+            miss_soft = [f for f in softs if field_available(av, f) is False]
+            if softs and len(miss_soft) == len(softs):
+                miss += [f for f in miss_soft if f not in miss]
         if miss:
             out[vid] = miss
     return out

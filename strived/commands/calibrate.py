@@ -11,7 +11,7 @@ def register(subparsers) -> None:
         "calibrate", help="calibrate the rule library on an auxiliary corpus",
         description="Calibrate every library event's numbers by AP on weak labels (paper, "
                     "L2R calibration). AUX is a library folder, a folder of strived.records/1 "
-                    "files, or a benchmark folder (FORMATS.md section 2).")
+                    "files, or a benchmark folder (docs/formats.md section 2).")
     p.add_argument("aux", help="library folder, records folder, or benchmark folder")
     p.add_argument("--captions", help="captions file (JSON {video_id: caption} or CSV "
                                       "video_id,caption): events extracted as weak labels")
@@ -31,6 +31,9 @@ def register(subparsers) -> None:
     p.add_argument("--target-ap", type=float, default=0.9)
     p.add_argument("--max-iterations", type=int, default=20)
     p.add_argument("--out", "-o", default="rule_library.json", help="library JSON to write")
+    p.add_argument("--update", metavar="LIBRARY", default=None,
+                   help="start from this library file: only --events are recalibrated (from their "
+                        "starting numbers), every other event keeps its calibrated rule")
     p.add_argument("--report", help="write the per-event report (AP per iteration) as JSON")
     p.add_argument("--profile", choices=["tracks", "video"], default=None,
                    help="calibration profile to fit: 'video' fits on videos perceived by this "
@@ -67,8 +70,13 @@ def _load_corpus(aux: str, profile: str | None = None):
         prof = lib.video_profiles()
         vids = [it.id for it in b.items if prof.get(it.id) == "video"]
         return RuleScorer(lib), vids, lib, bench
-    folder = root / "records" if bench is not None and (root / "records").is_dir() else root
-    recs = [VideoRecords.load(p) for p in iter_records_files(folder)]
+    if bench is not None and not (root / "records").is_dir():
+        # a benchmark folder that references its records (e.g. benchmarks/composition)
+        from ..evaluation.bench import load_benchmark
+        recs = [VideoRecords.load(it.records) for it in load_benchmark(bench).items if it.records]
+    else:
+        folder = root / "records" if bench is not None and (root / "records").is_dir() else root
+        recs = [VideoRecords.load(p) for p in iter_records_files(folder)]
     if not recs:
         from ..errors import StrivedError
         raise StrivedError(f"{aux}: no library.sqlite and no records files found")
@@ -125,8 +133,21 @@ def run(args) -> int:
             perc = {json.dumps((lib.get_video(v).info.attrs.get("perception") or {}).get("perception_version"))
                     for v in vids[:50]}
             prov["perception_version"] = ", ".join(sorted(perc))
+    base = None
+    if args.update:
+        from ..rulelib.library import RuleLibrary
+        base = RuleLibrary.load(args.update)
+        from ..rulelib.events import EVENTS as _ALL
+        from ..rulelib.library import LibraryEntry, _canonical
+        for ev in _ALL:           # events added to the inventory since the file was written
+            if ev.key not in base.entries:
+                r = _canonical(ev.form)
+                base.entries[ev.key] = LibraryEntry(ev.key, r, dict(r))
+        if not args.events:
+            raise StrivedError("--update needs --events (the events to recalibrate)")
+        prov = {**base.provenance, f"update:{','.join(args.events)}": prov}
     library, reports = calibrate_library(scorer, labels, args.events, progress=TerminalProgress(),
-                                         provenance=prov, **kw)
+                                         provenance=prov, base=base, **kw)
     library.save(args.out)
     print(f"{'event':22s} {'pos':>4s} {'neg':>4s} {'start':>6s} {'best':>6s} iters")
     for r in reports:

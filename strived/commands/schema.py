@@ -23,14 +23,19 @@ def cmd_schema(args) -> int:
     try:
         with open(args.file, encoding="utf-8") as fh:
             doc = json.load(fh)
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, ValueError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         print(f"strived: error: {args.file}: {e}", file=sys.stderr)
+        return 1
+    except RecursionError:
+        print(f"strived: error: {args.file}: nested too deeply to be a rule", file=sys.stderr)
         return 1
     try:
         rule = parse_rule(doc)
     except RuleError as e:
         print(f"{args.file}: {e}", file=sys.stderr)
         return 1
+    for ptr, msg in rule.warnings:
+        print(f"{args.file}: warning: {ptr or '/'}: {msg}", file=sys.stderr)
     print(f"{args.file}: valid; canonical form:")
     json.dump(rule.to_dict(), sys.stdout, indent=2)
     sys.stdout.write("\n")

@@ -54,6 +54,12 @@ class LLMCache:
             self._conn.execute("INSERT OR REPLACE INTO answers VALUES (?,?,?,?,?)",
                                (key, stage, model, json.dumps(answer, ensure_ascii=False), now))
 
+    def delete(self, key: str) -> None:
+        """Drop one answer (a cached answer that no longer validates, e.g. after the schema got
+        stricter: it must not be served again, offline or not)."""
+        with self._lock:
+            self._conn.execute("DELETE FROM answers WHERE key=?", (key,))
+
     def __len__(self) -> int:
         with self._lock:
             return self._conn.execute("SELECT COUNT(*) FROM answers").fetchone()[0]

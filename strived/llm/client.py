@@ -134,6 +134,8 @@ class LLMClient:
             if hit is not None and validate_answer(hit, schema, check) is None:
                 self.n_cache_hits += 1
                 return LLMAnswer(hit, True, 0.0, self.config.model)
+            if hit is not None:
+                self.cache.delete(key)  # cached under older, looser rules: never serve it again
         if not self.config.usable:
             raise LLMUnavailable("no LLM endpoint configured (set STRIVED_LLM_BASE_URL or the "
                                  "config file)", stage=stage)

@@ -22,7 +22,7 @@ import copy
 import re
 
 from ..rules.model import parse_rule
-from .events import get_event
+from .events import as_step, get_event
 from .matcher import EGO_OTHER, OTHER_EGO, MatchResult, qualifiers
 
 CLOSE_GATE_M = 5.0
@@ -35,31 +35,45 @@ def _flip_direction(d):
     return {"positive": "negative", "negative": "positive"}.get(d, d)
 
 
+def _fragments(rule: dict) -> list[dict]:
+    """The parts of a rule that carry entity/gates/soft scores: itself, or its steps and negations."""
+    if "sequence" in rule:
+        return list(rule["sequence"]) + list(rule.get("absent") or [])
+    return [rule]
+
+
 def _flip_side(rule: dict) -> None:
-    """Mirror a rule left <-> right: signed loc_x / lane_rel / heading / yaw_rate terms."""
-    for s in rule["soft_scores"]:
-        if s["field"] in ("loc_x", "lane_rel", "heading", "yaw_rate") and s.get("direction") in (
-                "positive", "negative", "increasing", "decreasing"):
-            s["direction"] = {"positive": "negative", "negative": "positive",
-                              "increasing": "decreasing", "decreasing": "increasing"}[s["direction"]]
-    for g in rule["hard_gates"]:
-        if g["field"] in ("loc_x", "lane_rel", "heading", "yaw_rate"):
-            g["value"] = -float(g["value"])
-            g["op"] = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}[g["op"]]
+    """Mirror a rule left <-> right: signed loc_x / lane_rel / heading / yaw_rate terms (in every
+    step and negation of a sequence)."""
+    for frag in _fragments(rule):
+        for s in frag.get("soft_scores", []):
+            if s["field"] in ("loc_x", "lane_rel", "heading", "yaw_rate") and s.get("direction") in (
+                    "positive", "negative", "increasing", "decreasing"):
+                s["direction"] = {"positive": "negative", "negative": "positive",
+                                  "increasing": "decreasing", "decreasing": "increasing"}[s["direction"]]
+        for g in frag.get("hard_gates", []):
+            if g["field"] in ("loc_x", "lane_rel", "heading", "yaw_rate"):
+                g["value"] = -float(g["value"])
+                g["op"] = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}[g["op"]]
 
 
 def _side_of(rule: dict) -> str | None:
     """The side a rule encodes, if any (from its signed lateral / heading terms)."""
-    for g in rule["hard_gates"]:
-        if g["field"] == "loc_x":
-            return "left" if g["op"] in ("lt", "le") and g["value"] < 0 else "right"
-    for s in rule["soft_scores"]:
-        if s["field"] == "heading" and s.get("direction") in ("positive", "negative"):
-            return "left" if s["direction"] == "positive" else "right"
-        if s["field"] == "loc_x" and s.get("direction") in ("positive", "negative"):
-            # an object moving towards +x came from the left
-            return "left" if s["direction"] == "positive" else "right"
+    for frag in _fragments(rule):
+        for g in frag.get("hard_gates", []):
+            if g["field"] == "loc_x":
+                return "left" if g["op"] in ("lt", "le") and g["value"] < 0 else "right"
+        for s in frag.get("soft_scores", []):
+            if s["field"] == "heading" and s.get("direction") in ("positive", "negative"):
+                return "left" if s["direction"] == "positive" else "right"
+            if s["field"] == "loc_x" and s.get("direction") in ("positive", "negative"):
+                # an object moving towards +x came from the left
+                return "left" if s["direction"] == "positive" else "right"
     return None
+
+
+def _is_obj(frag: dict) -> bool:
+    return (frag.get("entity") or {}).get("role", "object") == "object"
 
 
 def adapt_offline(query: str, match: MatchResult, library,
@@ -67,7 +81,9 @@ def adapt_offline(query: str, match: MatchResult, library,
     """(adapted rule dict, notices) for ``query`` from ``match.event``'s library rule.
 
     ``available_fields``: the fields some video of the searched library has; a gate on any other
-    field would judge no video at all, so it is not added (and a notice says so)."""
+    field would judge no video at all, so it is not added (and a notice says so). A composed query
+    ("X then Y", "X without Y") that no library composite covers gets a sequence rule built from
+    its parts' calibrated rules (`build_sequence`)."""
     q = qualifiers(query)
     notices: list[str] = []
 
@@ -77,6 +93,11 @@ def adapt_offline(query: str, match: MatchResult, library,
         notices.append(f"no '{what}' gate added: no video in this library has {field} "
                        "(it was not estimated), so the gate could not judge any video")
         return False
+    comp = (match.qualifiers or {}).get("composition")
+    if comp and not (comp.get("composite") and comp["composite"] in library.entries):
+        built = build_sequence(query, comp, library, notices)
+        if built is not None:
+            return parse_rule(built).to_dict(), notices
     key = match.event
     if key == "none" or key not in library.entries:
         key = "object_approach" if "object_approach" in library.entries else library.keys()[0]
@@ -91,12 +112,15 @@ def adapt_offline(query: str, match: MatchResult, library,
     ev = get_event(key)
     rule = copy.deepcopy(library.entries[key].rule)
     suffix: list[str] = []
-    is_obj = rule["entity"]["role"] == "object"
-    # classes
-    if q["classes"] and is_obj:
-        rule["entity"]["class_filter"] = list(q["classes"])
+    frags = _fragments(rule)
+    steps = rule["sequence"] if "sequence" in rule else [rule]
+    obj_steps = [f for f in steps if _is_obj(f)]
+    # classes (the rule's own object units: not a negation's scope)
+    if q["classes"] and obj_steps:
+        for f in obj_steps:
+            f["entity"]["class_filter"] = list(q["classes"])
         suffix.append("_".join(q["classes"]))
-    elif q["classes"] and not is_obj:
+    elif q["classes"]:
         notices.append(f"classes {q['classes']} ignored: '{key}' is an ego rule")
     # side
     side = q["side"]
@@ -105,42 +129,160 @@ def adapt_offline(query: str, match: MatchResult, library,
         if have and have != side:
             _flip_side(rule)
         elif have is None:
-            if not is_obj and any(s["field"] == "heading" for s in rule["soft_scores"]):
-                for s in rule["soft_scores"]:
+            first = steps[0]
+            if not _is_obj(first) and any(s["field"] == "heading" for s in first["soft_scores"]):
+                for s in first["soft_scores"]:
                     if s["field"] == "heading":
                         s["direction"] = "positive" if side == "left" else "negative"
-            elif is_obj and can_gate("loc_x", side):
+            elif obj_steps and can_gate("loc_x", side):
                 op, val = ("lt", -SIDE_GATE_M) if side == "left" else ("gt", SIDE_GATE_M)
-                rule["hard_gates"].append({"field": "loc_x", "op": op, "value": val})
-            elif is_obj:
+                obj_steps[0]["hard_gates"].append({"field": "loc_x", "op": op, "value": val})
+            elif obj_steps:
                 pass
             else:
                 notices.append(f"side '{side}' cannot be encoded on '{key}'")
         if not key.endswith(side):
             suffix.append(side)
     # proximity
-    if q["close"] and is_obj:
+    if q["close"] and obj_steps:
         limit = EXTREME_CLOSE_GATE_M if re.search(r"\b(extremely|very|dangerously)\b", query.lower()) \
             else CLOSE_GATE_M
-        gates = [g for g in rule["hard_gates"] if g["field"] == "distance" and g["op"] in ("lt", "le")]
-        if gates:
-            for g in gates:
-                g["value"] = min(float(g["value"]), limit)
-        elif can_gate("distance", "close"):
-            rule["hard_gates"].append({"field": "distance", "op": "lt", "value": limit})
+        for f in obj_steps:
+            gates = [g for g in f["hard_gates"] if g["field"] == "distance" and g["op"] in ("lt", "le")]
+            if gates:
+                for g in gates:
+                    g["value"] = min(float(g["value"]), limit)
+            elif can_gate("distance", "close"):
+                f["hard_gates"].append({"field": "distance", "op": "lt", "value": limit})
         suffix.append("close")
     if q["highway"]:
-        gates = [g for g in rule["hard_gates"] if g["field"] == "speed" and g["op"] in ("gt", "ge")]
+        target = steps[0]
+        gates = [g for g in target["hard_gates"] if g["field"] == "speed" and g["op"] in ("gt", "ge")]
         if gates:
             for g in gates:
                 g["value"] = max(float(g["value"]), HIGHWAY_SPEED_MPS)
         elif can_gate("speed", "highway speed"):
-            rule["hard_gates"].append({"field": "speed", "op": "gt", "value": HIGHWAY_SPEED_MPS,
-                                       "min_time_fraction": 0.5})
+            g = {"field": "speed", "op": "gt", "value": HIGHWAY_SPEED_MPS}
+            if "sequence" not in rule:
+                g["min_time_fraction"] = 0.5
+            target["hard_gates"].append(g)
         suffix.append("highway")
     if q["condition"]:
         notices.append("the query's condition (weather / 'no apparent reason') cannot be measured "
                        "in the records; the rule ignores it")
+    del frags
     rule["event"] = key + ("_" + "_".join(suffix) if suffix else "")
     rule["description"] = f"adapted from '{key}' for the query {query!r}"
     return parse_rule(rule).to_dict(), notices
+
+
+# ---- composed queries -------------------------------------------------------------------------
+
+AHEAD_M = 30.0
+NEAR_M = 15.0
+LANE_HALF_M = 1.5
+LANE_OUTER_M = 5.5
+_NEAR_WORDS = re.compile(r"\b(near\w*|close\w*|around|beside|alongside|next to)\b")
+_BEHIND = re.compile(r"\b(behind|back)\b")
+_METRES = re.compile(r"\bwithin\s+(\d+(?:\.\d+)?)\s*(m|metres|meters)\b")
+
+
+def _steps_of(rule: dict, name: str) -> list[dict]:
+    if "sequence" in rule:
+        return copy.deepcopy(rule["sequence"])
+    return [as_step(rule, name)]
+
+
+def _scope_fragment(text: str) -> tuple[dict, str]:
+    """A negation's fragment from words naming things ("no car ahead", "no pedestrian within
+    20 m", "no vehicle in the left lane"): classes and a spatial scope as gates."""
+    q = qualifiers(text)
+    classes = q["classes"] or (["pedestrian"] if re.search(r"\b(one|anyone|somebody|someone)\b", text)
+                               else ["car", "truck", "bus", "motorcycle"])
+    gates = []
+    m = _METRES.search(text)
+    if m:
+        r = float(m.group(1))
+        gates += [{"field": "distance", "op": "gt", "value": -r}, {"field": "distance", "op": "lt", "value": r}]
+        what = f"within {r:g} m"
+    elif re.search(r"\b(ahead|in front|lead\w*|in (our|the|my) lane)\b", text):
+        gates += [{"field": "distance", "op": "gt", "value": 0.0},
+                  {"field": "distance", "op": "lt", "value": AHEAD_M},
+                  {"field": "abs_loc_x", "op": "lt", "value": LANE_HALF_M}]
+        what = f"ahead in the lane (< {AHEAD_M:g} m)"
+    elif _BEHIND.search(text):
+        gates += [{"field": "distance", "op": "lt", "value": 0.0},
+                  {"field": "distance", "op": "gt", "value": -AHEAD_M}]
+        what = "behind (only 360° records see it)"
+    else:
+        gates += [{"field": "distance", "op": "gt", "value": -NEAR_M},
+                  {"field": "distance", "op": "lt", "value": NEAR_M}]
+        what = f"within {NEAR_M:g} m"
+    if q["side"]:
+        sign = -1.0 if q["side"] == "left" else 1.0
+        lo, hi = sorted((sign * LANE_HALF_M, sign * LANE_OUTER_M))
+        gates += [{"field": "loc_x", "op": "gt", "value": lo}, {"field": "loc_x", "op": "lt", "value": hi}]
+        what += f", in the {q['side']} lane"
+    ent = {"role": "object", "class_filter": classes, "selection": "any", "agg_mode": "any"}
+    return {"entity": ent, "hard_gates": gates, "soft_scores": []}, f"{'/'.join(classes)} {what}"
+
+
+def build_sequence(query: str, comp: dict, library, notices: list[str]) -> dict | None:
+    """A sequence rule for a composed query from its parts' calibrated library rules: "X then Y"
+    (Y's anchor 0..5 s after X's, or 'within N s'), "X while Y" (same anchor), "X without Y" (X
+    with Y negated in the 4 s before to 1 s after X's anchor). None when a part has no event."""
+    from .compose import DEFAULT_GAP_S
+
+    e1 = [k for k in comp.get("first_events") or [] if k in library.entries]
+    e2 = [k for k in comp.get("second_events") or [] if k in library.entries]
+    if not e1:
+        return None
+    ev1 = e1[0]
+    steps = _steps_of(library.entries[ev1].rule, comp["first"])
+    kind = comp["kind"]
+    within = comp.get("within_s")
+    if kind in ("sequence", "concurrent"):
+        if not e2:
+            return None
+        ev2 = e2[0]
+        more = _steps_of(library.entries[ev2].rule, comp["second"])
+        gap = (0.0, 0.0) if kind == "concurrent" else (0.0, float(within or DEFAULT_GAP_S))
+        more[0]["gap"] = {"min_seconds": gap[0], "max_seconds": gap[1]}
+        inherit = not re.search(r"\b(we|us|our|ego|i|car|vehicle|truck|bus|pedestrian|cyclist|"
+                                r"someone|another|other)\b", comp["second"])
+        more[0]["same_track"] = bool(inherit and _is_obj(steps[-1]) and _is_obj(more[0]))
+        rule = {"event": f"{ev1}_{'while' if kind == 'concurrent' else 'then'}_{ev2}",
+                "description": f"composed from '{ev1}' and '{ev2}' for the query {query!r}",
+                "sequence": steps + more}
+        how = ("at the same time" if kind == "concurrent" else
+               f"{gap[0]:g}-{gap[1]:g} s after" + ("" if within else " (default; say 'within N s')"))
+        notices.append(f"no calibrated composite for '{ev1}' {comp['connective']} '{ev2}': a sequence "
+                       f"of their calibrated rules, '{ev2}' {how} '{ev1}'"
+                       + ("; the same track" if more[0]["same_track"] else ""))
+        return rule
+    # absent: "X without Y"
+    anchor = len(steps) - 1
+    windows = [float(c.get("window_seconds") or c.get("min_duration_seconds") or 0.0)
+               for c in steps[anchor].get("soft_scores", [])]
+    before, after = max(windows + [2.0]), 1.0
+    if not steps[anchor].get("soft_scores"):
+        # a state (gates only: "standing still", "cruising"): the negation covers the whole clip
+        from ..rules.model import MAX_SECONDS
+        before = after = MAX_SECONDS
+    if e2:
+        frag = as_step(library.entries[e2[0]].rule, comp["second"]) \
+            if "sequence" not in library.entries[e2[0]].rule else None
+        if frag is None:
+            return None
+        frag = {k: frag[k] for k in ("entity", "hard_gates", "soft_scores")}
+        what = f"'{e2[0]}'"
+    else:
+        frag, what = _scope_fragment(comp["second"])
+    absent = {"name": comp["second"], **frag, "step": anchor, "before_seconds": before,
+              "after_seconds": after}
+    when = ("anywhere in the clip" if before >= 3600 else
+            f"from {before:g} s before to {after:g} s after it")
+    notices.append(f"no calibrated composite for '{ev1}' without {what}: '{ev1}' with {what} negated "
+                   f"{when}")
+    return {"event": f"{ev1}_without", "description": f"composed from '{ev1}' for the query {query!r}",
+            "sequence": steps, "absent": [absent]}

@@ -6,7 +6,7 @@ query) and, where offline perception cannot measure what the event needs, a stat
 Calibration (`calibrate.py`) fits only the numbers of a form; the starting numbers are kept for the
 "without calibrated library" ablation.
 
-Sign conventions (FORMATS.md): ``loc_x`` + = right of ego, so a vehicle cutting in from the left
+Sign conventions (docs/formats.md): ``loc_x`` + = right of ego, so a vehicle cutting in from the left
 has ``loc_x`` rising towards 0 (direction "positive"), from the right falling towards 0
 ("negative"). Ego ``heading``/``yaw_rate`` + = left.
 """
@@ -35,6 +35,7 @@ class EventDef:
     parent: str | None = None
     subject: str = "object"          # "ego" | "object": who performs the event
     tags: tuple[str, ...] = field(default_factory=tuple)
+    parts: tuple[str, ...] = ()      # composite (sequence) events: the events they compose
 
 
 def _ent(role="object", classes=None, selection="any", agg="any") -> dict:
@@ -68,6 +69,43 @@ def _ev(key, name, description, entity, gates, scores, lexicon, examples=(), wea
     subj = subject or ("ego" if entity["role"] == "ego" else "object")
     return EventDef(key, name, description, _form(key, description, entity, gates, scores),
                     tuple(lexicon), tuple(examples), weakness, paper, parent, subj, tuple(tags))
+
+
+def _step(name, entity, gates, scores, gap=None, same_track=False, weight=1.0) -> dict:
+    d = {"name": name, "entity": entity, "hard_gates": gates, "soft_scores": scores,
+         "weight": float(weight)}
+    if gap is not None:
+        d["gap"] = {"min_seconds": float(gap[0]), "max_seconds": float(gap[1])}
+        d["same_track"] = bool(same_track)
+    return d
+
+
+def _absent(name, entity, gates, scores=(), step=0, before=0.0, after=0.0) -> dict:
+    return {"name": name, "entity": entity, "hard_gates": gates, "soft_scores": list(scores),
+            "step": int(step), "before_seconds": float(before), "after_seconds": float(after)}
+
+
+def _seq_ev(key, name, description, steps, lexicon, examples=(), absent=(), weakness=None,
+            parts=(), subject="ego", tags=()) -> EventDef:
+    form = {"event": key, "description": description, "sequence": list(steps)}
+    if absent:
+        form["absent"] = list(absent)
+    return EventDef(key, name, description, form, tuple(lexicon), tuple(examples), weakness,
+                    False, None, subject, tuple(tags), tuple(parts))
+
+
+def as_step(rule: dict, name: str | None = None, gap=None, same_track: bool = False) -> dict:
+    """A single-pattern rule form as a sequence step: the same entity, gates and soft scores,
+    without what a step cannot carry (consensus aggregation, ``min_fraction``; a gate's
+    ``min_time_fraction`` becomes a per-frame condition at the step's anchor)."""
+    import copy
+
+    ent = dict(copy.deepcopy(rule.get("entity") or {}))
+    ent["agg_mode"] = "any"
+    gates = [{k: v for k, v in g.items() if k != "min_time_fraction"} for g in rule.get("hard_gates", [])]
+    softs = [{k: v for k, v in c.items() if k != "min_fraction"} for c in rule.get("soft_scores", [])]
+    return _step(name or rule.get("event") or "step", ent, copy.deepcopy(gates), copy.deepcopy(softs),
+                 gap, same_track)
 
 
 _NO_SIGNED_SPEED = ("ego speed from visual odometry is unsigned in most sources; reverse is only "
@@ -356,3 +394,115 @@ def starting_rule(key: str) -> dict:
     """A deep copy of the event's rule form with its uncalibrated starting numbers."""
     import copy
     return copy.deepcopy(get_event(key).form)
+
+
+# ---- composite events: temporal composition and scoped negation (sequence rules) -------------
+# Each is an ordered sequence of steps (a fragment realised by one unit at one anchor time) with
+# gaps between the anchors, and optionally negations that must not hold around a step
+# (docs/rules.md, "Sequences"). Lexicons name the composed phrasing; the matcher also composes
+# queries from their parts ("X then Y", "Y after X", "X without Y": see compose.py).
+
+_BRAKES = _step("ego brakes", _ent("ego"), [_gate("accel", "lt", -1.0)],
+                [_tc("speed", 3, 4.0, "negative")])
+_VEH_AHEAD = _ent(classes=FOUR_WHEEL + ["motorcycle"])
+
+EVENTS = EVENTS + (
+    _ev("ego_pull_away", "ego pulls away", "The ego vehicle starts moving from a standstill.",
+        _ent("ego"), [_gate("speed", "lt", 0.5)], [_tc("speed", 4, 4.0, "positive")],
+        [r"pull\w* away", r"(drive|drives|driving|drove) off", r"(start|starts|started|starting) "
+         r"(moving|driving|to move|to drive|off)", r"set\w* off", r"mov\w* off",
+         r"get\w* going", r"accelerat\w* (away )?from (a |the )?(stop|standstill)",
+         r"(go|goes|going) again"],
+        ["we pull away from a standstill", "the ego car starts moving again"],
+        weakness="a clip that starts moving after standing still looks the same as one that "
+                 "stopped earlier: use stop_then_go for 'stop, then go'",
+        subject="ego", tags=("ego", "longitudinal")),
+    _seq_ev("lead_brake_then_ego_brake", "lead brakes, then ego brakes",
+            "The vehicle ahead in the ego lane brakes, and then the ego vehicle brakes.",
+            [_step("lead brakes", _ent(classes=FOUR_WHEEL),
+                   [_gate("distance", "lt", 40.0), _gate("abs_loc_x", "lt", 1.5)],
+                   [_tc("distance", 3, 6.0, "negative")]),
+             {**_BRAKES, "gap": {"min_seconds": 0.0, "max_seconds": 4.0}, "same_track": False}],
+            [r"(car|vehicle|truck|bus|lead\w*)( (ahead|in front))?( of us)? brak\w*,? (and )?then "
+             r"(we|the ego|our car|i) (brake|slow)"],
+            ["the car ahead brakes and then we brake", "we brake after the lead vehicle brakes"],
+            parts=("lead_brake", "ego_brake"), tags=("longitudinal", "sequence")),
+    _seq_ev("cut_in_then_ego_brake", "cut-in, then ego brakes",
+            "A vehicle cuts into the ego lane ahead, and then the ego vehicle brakes.",
+            [_step("cut-in", _ent(classes=VEHICLES),
+                   [_gate("distance", "lt", 30.0), _gate("abs_loc_x", "lt", 1.5)],
+                   [_tc("abs_loc_x", 4, 3.0, "negative")]),
+             {**_BRAKES, "gap": {"min_seconds": 0.0, "max_seconds": 4.0}, "same_track": False}],
+            [r"cut[s]?[- ]?in\w*,? (and )?then (we|the ego|our car|i) (brake|slow)"],
+            ["a car cuts in and then we brake", "we brake after a vehicle cuts in front of us"],
+            weakness="an ego lane change also sweeps a track into the ego lane; see cut_in",
+            parts=("cut_in", "ego_brake"), tags=("lateral", "sequence")),
+    _seq_ev("cut_in_then_brake", "cut-in, then the same vehicle brakes",
+            "A vehicle cuts into the ego lane ahead and then brakes (the same vehicle).",
+            [_step("cut-in", _ent(classes=VEHICLES),
+                   [_gate("distance", "lt", 30.0), _gate("abs_loc_x", "lt", 1.5)],
+                   [_tc("abs_loc_x", 4, 3.0, "negative")]),
+             _step("it brakes", _ent(classes=VEHICLES), [_gate("abs_loc_x", "lt", 1.5)],
+                   [_tc("distance", 3, 5.0, "negative")], gap=(0.0, 5.0), same_track=True)],
+            [r"cut[s]?[- ]?in\w*,? (and )?then (brakes|slams|slows)"],
+            ["a car cuts in and then brakes", "a vehicle cuts in front of us and then slows down"],
+            parts=("cut_in", "lead_brake"), subject="object", tags=("lateral", "sequence")),
+    _seq_ev("stop_then_go", "stop, then go",
+            "The ego vehicle slows to a stop and then pulls away again.",
+            [_step("slows", _ent("ego"), [], [_tc("speed", 4, 3.0, "negative")]),
+             _step("stopped", _ent("ego"), [_gate("speed", "lt", 0.5)], [], gap=(0.0, 3.0)),
+             _step("pulls away", _ent("ego"), [], [_tc("speed", 4, 3.0, "positive")],
+                   gap=(0.0, 10.0))],
+            [r"stop[- ]and[- ]go", r"stop\w*,? (and )?then (go|pull|drive|start|move|set)\w*"],
+            ["we stop and then pull away", "stop-and-go: the ego car halts, then drives off"],
+            parts=("sudden_stop", "ego_pull_away"), tags=("ego", "longitudinal", "sequence")),
+    _seq_ev("pedestrian_crossing_while_stopped", "pedestrian crosses while the ego is stopped",
+            "A pedestrian crosses the road ahead while the ego vehicle stands still.",
+            [_step("pedestrian crosses", _ent(classes=["pedestrian"]),
+                   [_gate("distance", "lt", 25.0), _gate("abs_loc_x", "lt", 2.0)],
+                   [_tc("loc_x", 4, 4.0)]),
+             _step("ego stopped", _ent("ego"), [_gate("speed", "lt", 0.5)], [], gap=(0.0, 0.0))],
+            [r"pedestrians? (is |are )?(crossing|cross\w*|walk\w* across)[^.;]* while (we|the ego|our car|i)"
+             r" (are |is |am )?(stopp\w*|stand\w*|wait\w*|stationary|parked)"],
+            ["a pedestrian crosses while we are stopped", "people cross in front while we wait"],
+            parts=("pedestrian_crossing", "ego_stationary"), subject="object",
+            tags=("crossing", "vru", "sequence")),
+    _seq_ev("ego_brake_no_lead", "ego brakes with no vehicle ahead",
+            "The ego vehicle brakes while no vehicle is ahead in its lane (braking for something "
+            "else: a junction, a crossing, a light).",
+            [_step("ego brakes", _ent("ego"), [_gate("accel", "lt", -1.0)],
+                   [_tc("speed", 4, 5.0, "negative")])],
+            [r"brak\w*[^.;]*(with no|without( a| any)?|no) (car|vehicle|lead\w*|traffic|one)s?"
+             r"( (ahead|in front))?"],
+            ["we brake with no car ahead of us", "the ego slows down sharply without a vehicle in front"],
+            absent=[_absent("vehicle ahead in the lane", _VEH_AHEAD,
+                            [_gate("distance", "gt", 0.0), _gate("distance", "lt", 30.0),
+                             _gate("abs_loc_x", "lt", 1.5)], step=0, before=4.0, after=1.0)],
+            weakness="an undetected or occluded lead vehicle looks like no lead at all",
+            parts=("ego_brake",), tags=("ego", "longitudinal", "negation")),
+    _seq_ev("lane_change_clear", "lane change into a clear lane",
+            "The ego vehicle changes lanes to the left (steers over, then straightens) while no "
+            "vehicle is beside, just ahead or behind it in the target lane.",
+            [_step("steers over", _ent("ego"), [_gate("speed", "gt", 3.0)],
+                   [_tc("heading", 3, 0.1, "positive")]),
+             _step("straightens", _ent("ego"), [_gate("speed", "gt", 3.0)],
+                   [_tc("heading", 3, 0.1, "negative")], gap=(0.5, 5.0))],
+            [r"(lane[- ]?chang\w*|chang\w* lanes?|switch\w* lanes?|moves? over)[^.;]*"
+             r"(clear|empty|free|(with no|without( a| any)?|no) (car|vehicle|one|traffic|truck)s?)"],
+            ["we change lanes into a clear lane", "a lane change with no vehicle in the target lane"],
+            absent=[_absent("vehicle in the target lane", _ent(classes=VEHICLES),
+                            [_gate("loc_x", "lt", -1.5), _gate("loc_x", "gt", -5.5),
+                             _gate("distance", "gt", -15.0), _gate("distance", "lt", 15.0)],
+                            step=0, before=2.0, after=2.0),
+                    _absent("a turn, not a lane change", _ent("ego"), [],
+                            [_tc("heading", 4, 0.6)], step=0, before=2.0, after=4.0)],
+            weakness="the lane change is read from the ego heading (over, then back; a heading "
+                     "change of a turn's size is negated, but an S-bend looks the same); a forward camera cannot see a vehicle behind in the target lane "
+                     "(only 360° track records, e.g. Argoverse 2, can); the form is the left-hand "
+                     "change (the adapter mirrors it for 'right')",
+            parts=("ego_lane_change",), tags=("ego", "lateral", "left", "negation", "sequence")),
+)
+
+EVENT_KEYS = tuple(e.key for e in EVENTS)
+PAPER_EVENT_KEYS = tuple(e.key for e in EVENTS if e.paper)
+_BY_KEY = {e.key: e for e in EVENTS}

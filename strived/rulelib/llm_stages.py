@@ -102,8 +102,10 @@ class LLMProposer:
         self.client, self.event, self.form = client, event, canonical_form(form)
         self.params = param_space(self.form)
         self.schema = _params_schema(self.params)
-        fields = sorted({g["field"] for g in self.form["hard_gates"]} |
-                        {s["field"] for s in self.form["soft_scores"]})
+        frags = (list(self.form["sequence"]) + list(self.form.get("absent") or [])
+                 if "sequence" in self.form else [self.form])
+        fields = sorted({g["field"] for f in frags for g in f.get("hard_gates", [])} |
+                        {s["field"] for f in frags for s in f.get("soft_scores", [])})
         ev = get_event(event)
         self.system = (
             "You calibrate the numbers of a symbolic rule that ranks dashcam videos for the event "
@@ -184,7 +186,11 @@ def adapt_llm(client, query: str, exemplar: str, library) -> dict:
         "from the calibrated example rule: keep its numeric scale (magnitudes, windows, gate "
         "thresholds were fitted on real data) and change only the structure the query asks for: "
         "class_filter from class words, the sign of lateral terms from left/right (loc_x + = "
-        "right), ego role vs another object, a distance gate for 'close'/'near'.\n"
+        "right), ego role vs another object, a distance gate for 'close'/'near'. When the query "
+        "composes events in time ('then', 'after', 'before', 'followed by', 'while') answer a "
+        "'sequence' rule (ordered steps, each with its own entity, gates and soft scores, and a "
+        "'gap' {min_seconds, max_seconds} from the previous step); for 'without' / 'with no' add "
+        "an 'absent' fragment whose gates are the spatial scope (e.g. distance < 20).\n"
         f"{_FIELDS}\n{DATA_NOTICE}\nAnswer with the rule JSON only.")
     user = (f"Library event {exemplar!r}, calibrated rule: {json.dumps(ex)}\n"
             f"Query: {quote_data(query)}")

@@ -54,7 +54,7 @@ EGO_OTHER = {"hard_brake": "lead_brake", "ego_brake": "lead_brake", "swerving": 
              "ego_lane_change": "lane_change", "ego_collision": "collision",
              "sudden_stop": "lead_brake"}
 OTHER_EGO = {"lateral_movement": "swerving", "lane_change": "ego_lane_change",
-             "lead_brake": "ego_brake"}
+             "lead_brake": "ego_brake", "object_departure": "ego_pull_away"}
 
 _TOKEN = re.compile(r"[a-z][a-z\-']+")
 _STOP = set("a an the of to in on at by for with from our us we is are was be it its this that "
@@ -143,11 +143,31 @@ def _specific(hits: set[str]) -> list[str]:
     return sorted(keep, key=lambda k: (get_event(k).parent is None, order[k]))
 
 
-def match_offline(query: str, library=None, *, use_embeddings: bool = False) -> MatchResult:
-    """Closest library event and a confidence, without an LLM (see module doc)."""
+def match_offline(query: str, library=None, *, use_embeddings: bool = False,
+                  compose: bool = True) -> MatchResult:
+    """Closest library event and a confidence, without an LLM (see module doc).
+
+    A composed query ("X then Y", "Y after X", "X while Y", "X without Y") names the library's
+    composite event when one composes its parts (confidence 0.85); otherwise the first part's
+    event is the exemplar with confidence capped at 0.55, and ``qualifiers["composition"]`` tells
+    the adapter to build a sequence from the parts."""
     keys = set(library.keys()) if library is not None else {e.key for e in EVENTS}
     qual = qualifiers(query)
+    comp = None
+    if compose:
+        from .compose import compose_query
+
+        comp = compose_query(query, keys)
+        if comp is not None:
+            qual["composition"] = comp.to_dict()
     hits = {k for k in extract_events_lexicon(query) if k in keys}
+    composites = {k for k in hits if get_event(k).parts}
+    if comp is not None and comp.composite:
+        composites.add(comp.composite)
+    if composites:
+        hits = composites                               # a composite event over its parts
+    elif comp is not None and comp.first_events:
+        return _composed_no_library(query, comp, library, qual)
     # disambiguation: ego vs another vehicle
     if qual["other"] and not qual["ego"]:
         hits = {EGO_OTHER.get(k, k) if k in EGO_OTHER and EGO_OTHER[k] in keys else k for k in hits}
@@ -186,7 +206,13 @@ def match_offline(query: str, library=None, *, use_embeddings: bool = False) -> 
     if qual["condition"]:
         caps.append("a condition the rule cannot encode (weather / no apparent reason)")
     rule_classes = (form.get("entity") or {}).get("class_filter")
-    if qual["classes"] and form["entity"].get("role") == "object" and (
+    if "sequence" in form:
+        objs = [st["entity"] for st in form["sequence"] if st["entity"].get("role", "object") == "object"]
+        rule_classes = sorted({c for e in objs for c in (e.get("class_filter") or [])}) or None
+        role = "object" if objs else "ego"
+    else:
+        role = (form.get("entity") or {}).get("role", "object")
+    if qual["classes"] and role == "object" and (
             rule_classes is None or not set(rule_classes) <= set(qual["classes"])):
         caps.append(f"classes {qual['classes']} narrower than the rule's")
     if qual["side"] and qual["side"] not in ev.tags and _has_side_variant(best, keys):
@@ -202,6 +228,17 @@ def match_offline(query: str, library=None, *, use_embeddings: bool = False) -> 
         conf = min(conf, CONDITION_CAP)
         reason += "; capped: " + "; ".join(caps)
     return MatchResult(best, round(conf, 3), reason, cands, "offline", qual)
+
+
+def _composed_no_library(query: str, comp, library, qual: dict) -> MatchResult:
+    """A composed query whose parts no library composite covers: the first part's event is the
+    exemplar, capped so that the adapter builds the sequence."""
+    best = comp.first_events[0]
+    second = comp.second_events[0] if comp.second_events else f"'{comp.second}'"
+    reason = (f"composed query ({comp.kind}: '{comp.first}' {comp.connective} '{comp.second}'): "
+              f"{best} {comp.connective} {second}; no library event composes them")
+    cands = [(best, CONDITION_CAP)] + [(k, 0.5) for k in comp.second_events[:3]]
+    return MatchResult(best, CONDITION_CAP, reason, cands, "offline", qual)
 
 
 def _has_side_variant(key: str, keys: set[str]) -> bool:

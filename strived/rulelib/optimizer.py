@@ -98,48 +98,85 @@ def _stat_values(field_stats, fld: str, window_s: float) -> list[float]:
     return []
 
 
-def param_space(form: dict, field_stats: dict | None = None) -> list[Param]:
-    """The tunable numbers of ``form`` with their grids (gates first, then soft scores)."""
+GAP_GRID_S = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
+NEG_WINDOW_GRID_S = (0.0, 1.0, 2.0, 3.0, 4.0, 6.0)
+STEP_WEIGHT_GRID = (0.5, 1.0, 2.0)
+
+
+def _fragment_params(frag: dict, prefix: tuple, field_stats) -> list[Param]:
+    """Tunable numbers of one pattern (a rule, a sequence step or a negation)."""
     params: list[Param] = []
-    for i, g in enumerate(form.get("hard_gates", [])):
+    for i, g in enumerate(frag.get("hard_gates", [])):
         fld, op, v = g["field"], g["op"], float(g["value"])
         fam = "lt" if op in ("lt", "le", "<", "<=") else "gt"
         base = GATE_GRID.get((fld, fam)) or tuple(v * m for m in _MULTIPLIERS)
-        if v < 0 and (fld, fam) not in GATE_GRID:
+        if v < 0 and ((fld, fam) not in GATE_GRID or max(base) > 0):
+            base = tuple(sorted(v * m for m in _MULTIPLIERS))   # keep the threshold's sign
+        elif v > 0 and min(base) < 0:
             base = tuple(sorted(v * m for m in _MULTIPLIERS))
-        params.append(Param(("hard_gates", i, "value"), "gate", _merge_grid(base, v)))
+        if v == 0:
+            continue              # a sign gate (e.g. distance > 0: "ahead"): structure, not scale
+        params.append(Param(prefix + ("hard_gates", i, "value"), "gate", _merge_grid(base, v)))
         if g.get("min_time_fraction") is not None:
-            params.append(Param(("hard_gates", i, "min_time_fraction"), "fraction",
+            params.append(Param(prefix + ("hard_gates", i, "min_time_fraction"), "fraction",
                                 _merge_grid(TIME_FRACTION_GRID, g["min_time_fraction"])))
-    softs = form.get("soft_scores", [])
+    softs = frag.get("soft_scores", [])
     for i, s in enumerate(softs):
         fld = s["field"]
         if s["type"] in ("temporal_change", "max_change"):
             mag = float(s.get("magnitude") or 2.0 * float(s.get("min_delta", 1.0)))
             win = float(s.get("window_seconds", 4.0))
             base = MAGNITUDE_GRID.get(fld) or tuple(mag * m for m in _MULTIPLIERS)
-            params.append(Param(("soft_scores", i, "magnitude"), "magnitude",
+            params.append(Param(prefix + ("soft_scores", i, "magnitude"), "magnitude",
                                 _merge_grid(base, mag, _stat_values(field_stats, fld, win))))
-            params.append(Param(("soft_scores", i, "window_seconds"), "window",
+            params.append(Param(prefix + ("soft_scores", i, "window_seconds"), "window",
                                 _merge_grid(WINDOW_GRID_S, win)))
         else:
-            params.append(Param(("soft_scores", i, "min_duration_seconds"), "duration",
+            params.append(Param(prefix + ("soft_scores", i, "min_duration_seconds"), "duration",
                                 _merge_grid(DURATION_GRID_S, s.get("min_duration_seconds", 2.0))))
         if i > 0:  # the first weight stays fixed: only weight ratios matter
-            params.append(Param(("soft_scores", i, "weight"), "weight",
+            params.append(Param(prefix + ("soft_scores", i, "weight"), "weight",
                                 _merge_grid(WEIGHT_GRID, s.get("weight", 1.0))))
         if s.get("min_fraction") is not None:
-            params.append(Param(("soft_scores", i, "min_fraction"), "fraction",
+            params.append(Param(prefix + ("soft_scores", i, "min_fraction"), "fraction",
                                 _merge_grid(FRACTION_GRID, s["min_fraction"])))
+    return params
+
+
+def param_space(form: dict, field_stats: dict | None = None) -> list[Param]:
+    """The tunable numbers of ``form`` with their grids (gates first, then soft scores). For a
+    sequence: each step's numbers, its gap's upper bound and (after the first) its weight, then
+    each negation's scope thresholds and time window."""
+    if "sequence" not in form:
+        return _fragment_params(form, (), field_stats)
+    params: list[Param] = []
+    for k, st in enumerate(form["sequence"]):
+        params += _fragment_params(st, ("sequence", k), field_stats)
+        gap = st.get("gap")
+        if gap is not None and float(gap.get("max_seconds", 0.0)) > 0:
+            lo = float(gap.get("min_seconds", 0.0))
+            grid = tuple(v for v in _merge_grid(GAP_GRID_S, gap["max_seconds"]) if v >= lo)
+            params.append(Param(("sequence", k, "gap", "max_seconds"), "gap", grid))
+        if k > 0:
+            params.append(Param(("sequence", k, "weight"), "weight",
+                                _merge_grid(STEP_WEIGHT_GRID, st.get("weight", 1.0))))
+    for n, a in enumerate(form.get("absent") or []):
+        params += [p for p in _fragment_params(a, ("absent", n), field_stats)]
+        for key in ("before_seconds", "after_seconds"):
+            params.append(Param(("absent", n, key), "window",
+                                tuple(sorted({round(float(v), 6) for v in NEG_WINDOW_GRID_S}
+                                             | {round(float(a.get(key, 0.0)), 6)}))))
     return params
 
 
 def canonical_form(form: dict) -> dict:
     """``form`` with ``min_delta`` turned into ``magnitude`` (δ = 2·min_delta), so the grids apply."""
     f = copy.deepcopy(form)
-    for s in f.get("soft_scores", []):
-        if "min_delta" in s and "magnitude" not in s:
-            s["magnitude"] = 2.0 * float(s.pop("min_delta"))
+    frags = (list(f.get("sequence") or []) + list(f.get("absent") or [])) if "sequence" in f else [f]
+    for frag in frags:
+        for s in frag.get("soft_scores", []):
+            if "min_delta" in s and "magnitude" not in s:
+                s["magnitude"] = 2.0 * float(s.pop("min_delta"))
     return f
 
 

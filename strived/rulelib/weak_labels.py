@@ -284,7 +284,7 @@ BENCH_EVENT_MAP: dict[str, tuple[tuple[str, ...], tuple[tuple[str, str | None], 
 
 
 def labels_from_benchmark(bench_dir: str | Path, videos: list[str] | None = None) -> WeakLabels:
-    """Labels of a benchmark folder (FORMATS.md section 2) mapped to library events.
+    """Labels of a benchmark folder (docs/formats.md section 2) mapped to library events.
 
     Used to calibrate on the dev benchmark: its human labels stand in for caption-extracted
     weak labels. ``videos`` restricts the universe (e.g. to items that have records).
@@ -315,4 +315,12 @@ def labels_from_benchmark(bench_dir: str | Path, videos: list[str] | None = None
                 elif r["status"] == "ambiguous":
                     a.add(r["item"])
         pos[ev], ign[ev] = p, a - p
+    # any other benchmark (e.g. benchmarks/composition): a query whose "event" is a library event
+    # key labels that event directly
+    for q in queries.values():
+        ev = q.get("event")
+        if ev in EVENT_KEYS and ev not in BENCH_EVENT_MAP:
+            p = set(q.get("relevant", []))
+            pos.setdefault(ev, set()).update(p)
+            ign.setdefault(ev, set()).update(set(q.get("ambiguous", [])) - p)
     return WeakLabels(list(videos), pos, ign, {}, [f"benchmark:{b.name}"])

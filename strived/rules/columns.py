@@ -330,6 +330,58 @@ class TrackColumns:
                 self._cached(("wc", field_name, w, d), lambda idx, d=d: compute(d, idx))
         return s._feat[key]
 
+    #: per-sample traces (N-sized) kept in memory at most, least recently used dropped first
+    SAMPLE_CACHE_MAX = 6
+
+    def _sample_cached(self, s: Series, key: tuple, compute):
+        lru = s._feat.setdefault(("lru",), [])
+        if key in s._feat:
+            lru.remove(key)
+        else:
+            s._feat[key] = compute()
+            while len(lru) >= self.SAMPLE_CACHE_MAX:
+                s._feat.pop(lru.pop(0), None)
+        lru.append(key)
+        return s._feat[key]
+
+    def end_change(self, field_name: str, window_s: float, direction: str | None) -> np.ndarray:
+        """Per sample (of the field's series): the best change over pairs ending at that sample
+        within the window (float64 [N]; 0 where none); direction None = unsigned. In memory only
+        (the last `SAMPLE_CACHE_MAX` traces)."""
+        s = self.ego if field_name in _EGO_RULE_FIELDS else self.tracks
+        key = ("ec", field_name, round(float(window_s), 6), direction)
+        return self._sample_cached(s, key, lambda: _end_change(*self.series_for(field_name), window_s,
+                                                               direction))
+
+    def end_trend(self, field_name: str, direction: str) -> np.ndarray:
+        """Per sample: the duration of the steady run ending there (float64 [N]). In memory only."""
+        s = self.ego if field_name in _EGO_RULE_FIELDS else self.tracks
+        key = ("et", field_name, direction)
+        return self._sample_cached(s, key, lambda: _end_trend(*self.series_for(field_name), direction))
+
+    def track_frame(self) -> np.ndarray:
+        """The ego-series sample (the video's frame) of every track sample (int64 [N]): track
+        samples are a subset of their video's frames, matched by time (to the microsecond)."""
+        key = ("frame",)
+        T, E = self.tracks, self.ego
+        if key not in T._feat:
+            if T.t.shape[0] == 0:
+                T._feat[key] = np.zeros(0, np.int64)
+                return T._feat[key]
+            e_vid = E.sample_track().astype(np.int64)
+            t_vid = T.owner[T.sample_track()].astype(np.int64)
+            e_us = np.round(np.asarray(E.t) * _US).astype(np.int64)
+            t_us = np.round(np.asarray(T.t) * _US).astype(np.int64)
+            lo = min(int(e_us.min()) if e_us.size else 0, int(t_us.min()))
+            span = max(int(e_us.max()) if e_us.size else 0, int(t_us.max())) - lo + 1
+            e_key = e_vid * span + (e_us - lo)
+            t_key = t_vid * span + (t_us - lo)
+            order = np.argsort(e_key, kind="stable")
+            pos = np.searchsorted(e_key[order], t_key, side="left")
+            pos = np.minimum(pos, max(len(order) - 1, 0))
+            T._feat[key] = order[pos].astype(np.int64)
+        return T._feat[key]
+
     def trend_run(self, field_name: str, direction: str) -> np.ndarray:
         """Per-track longest steady run in seconds (float64 [T])."""
         key = ("tr", field_name, direction)
@@ -454,9 +506,83 @@ def _window_end(tt: np.ndarray, tr: np.ndarray, window_s: float) -> np.ndarray:
     change = np.flatnonzero(np.r_[True, tr[1:] != tr[:-1]])
     first[tr[change]] = t_us[change]
     rel = t_us - first[tr]
-    span = int(rel.max()) + int(round((window_s + T_EPS) * _US)) + 1
+    w_us = _window_us(window_s, rel)
+    span = int(rel.max()) + w_us + 1
     key = tr.astype(np.int64) * span + rel
-    return np.searchsorted(key, key + int(round((window_s + T_EPS) * _US)), side="right") - 1
+    return np.searchsorted(key, key + w_us, side="right") - 1
+
+
+def _window_us(window_s: float, rel: np.ndarray) -> int:
+    """The window (+T_EPS) in microseconds, capped just above the longest track: a window longer
+    than every track gives the same result, and the integer keys cannot overflow."""
+    cap = (int(rel.max()) if rel.size else 0) + 1
+    w = float(window_s) + T_EPS
+    if not np.isfinite(w) or w * _US >= cap:
+        return cap
+    return int(round(w * _US))
+
+
+def _window_start(tt: np.ndarray, tr: np.ndarray, window_s: float) -> np.ndarray:
+    """For each sample j, the first index i of the same track with t_j - t_i <= window (+T_EPS)."""
+    if tt.size == 0:
+        return np.zeros(0, np.int64)
+    t_us = np.round(tt * _US).astype(np.int64)
+    first = np.zeros(int(tr.max()) + 1, np.int64)
+    change = np.flatnonzero(np.r_[True, tr[1:] != tr[:-1]])
+    first[tr[change]] = t_us[change]
+    rel = t_us - first[tr]
+    w_us = _window_us(window_s, rel)
+    span = int(rel.max()) + w_us + 1
+    key = tr.astype(np.int64) * span + rel
+    return np.searchsorted(key, key - w_us, side="left")
+
+
+def _end_change(s: Series, v: np.ndarray, window_s: float, direction: str | None) -> np.ndarray:
+    """Per sample j, over the earlier valid samples i of the same track with t_j - t_i <= window:
+    the best rise ``max(0, v_j - min v_i)`` (positive), fall ``max(0, max v_i - v_j)`` (negative)
+    or the larger of the two (None); 0 at NaN samples and where no earlier sample is in the
+    window. float64 [N]."""
+    n = v.shape[0]
+    res = np.zeros(n, np.float64)
+    valid = ~np.isnan(v)
+    vidx = np.flatnonzero(valid)
+    vv, tt, tr, cnt, vstart = _valid_view(s, v)
+    if vv.size < 2:
+        return res
+    v32 = vv.astype(np.float32)
+    start = _window_start(tt, tr, window_s)
+    j = np.arange(vv.size)
+    has = start < j
+    lo, hi = start[has], j[has] - 1
+    base = vv[has]
+    del start, j
+    out = np.zeros(lo.shape[0], np.float64)
+    if direction in (None, "positive"):
+        out = np.maximum(out, base - _range_extreme(v32, lo, hi, np.minimum).astype(np.float64))
+    if direction in (None, "negative"):
+        out = np.maximum(out, _range_extreme(v32, lo, hi, np.maximum).astype(np.float64) - base)
+    res[vidx[has]] = out
+    return res
+
+
+def _end_trend(s: Series, v: np.ndarray, direction: str) -> np.ndarray:
+    """Per sample j: the duration (s) of the steady run ending at j (as `_trend_run` defines runs);
+    0 where no run ends there. float64 [N]."""
+    n = v.shape[0]
+    res = np.zeros(n, np.float64)
+    vidx = np.flatnonzero(~np.isnan(v))
+    vv, tt, tr, cnt, vstart = _valid_view(s, v)
+    if vv.size < 2:
+        return res
+    sm = smooth3(vv, tr)
+    sign = 1.0 if direction == "increasing" else -1.0
+    step_ok = ((tr[1:] == tr[:-1]) & ((tt[1:] - tt[:-1]) <= TREND_MAX_GAP_S)
+               & (sign * (sm[1:] - sm[:-1]) > 0))
+    reset = np.r_[True, ~step_ok]             # sample j starts a new run unless step j-1 -> j is ok
+    run_start = np.maximum.accumulate(np.where(reset, np.arange(vv.size), 0))
+    dur = tt - tt[run_start]
+    res[vidx] = np.where(reset, 0.0, dur)
+    return res
 
 
 def _range_extreme(vv: np.ndarray, lo: np.ndarray, hi: np.ndarray, fn) -> np.ndarray:

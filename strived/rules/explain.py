@@ -46,6 +46,13 @@ class Explanation:
     traces: list[TrackTrace]
     ego: TrackTrace | None = None
     gate_results: dict[str, bool] = field(default_factory=dict)
+    # sequence rules: how each step was realised (unit, anchor, span, score) and each negation
+    steps: list = field(default_factory=list)
+    absent: list = field(default_factory=list)
+
+    def steps_dicts(self) -> tuple[list[dict], list[dict]]:
+        """JSON-ready steps and negations (empty for single-pattern rules)."""
+        return [s.to_dict() for s in self.steps], [a.to_dict() for a in self.absent]
 
 
 def _change_trace(times, values, c: SoftScore):
@@ -99,6 +106,8 @@ def _soft_trace(times, values, c: SoftScore):
 
 def explain_video(rec: VideoRecords, rule: Rule) -> Explanation:
     """Explain ``rule`` on one video (see module doc). The score equals the scorers' score."""
+    if rule.sequence is not None:
+        return explain_sequence(rec, rule)
     is_ego = rule.entity.role == "ego"
     score = score_video(rec, rule)
     fields = rule.fields()
@@ -244,6 +253,10 @@ def peak_span(rec: VideoRecords, rule: Rule, peak_track: int | None) -> tuple[fl
     """The event span for a scored video without building full traces (fast path for result lists):
     the window of the peak unit's largest weighted soft term (the same choice `explain_video` makes)."""
 
+    if rule.sequence is not None:
+        from .sequence import match_sequence
+
+        return match_sequence(rec, rule).span_s
     tr = None
     if rule.entity.role == "ego":
         t_unit = rec.t
@@ -271,3 +284,74 @@ def peak_span(rec: VideoRecords, rule: Rule, peak_track: int | None) -> tuple[fl
     if span is None and len(t_unit):
         span = (float(t_unit[0]), float(t_unit[-1]))
     return span
+
+
+def explain_sequence(rec: VideoRecords, rule: Rule) -> Explanation:
+    """Explanation of a sequence rule: the best assignment's steps (unit, anchor, span, score),
+    each negation's factor and offender, and a trace per unit involved: the per-frame score of each
+    step it realised (the step's q) or of the negation it violated."""
+    from .sequence import fragment_samples, match_sequence
+
+    m = match_sequence(rec, rule)
+    cols = m.cols
+    T = cols.tracks
+    units: dict[int, TrackTrace] = {}
+
+    def trace_for(track: int) -> TrackTrace:
+        if track in units:
+            return units[track]
+        if track < 0:
+            t = rec.t.copy()
+            tt = TrackTrace(track=-1, cls="ego", t=t, values={}, soft={}, gates={},
+                            combined=np.zeros(len(t)), unit_score=0.0)
+        else:
+            tr = rec.track(track)
+            t = rec.t[tr.pos]
+            tt = TrackTrace(track=track, cls=tr.cls, t=t, values={}, soft={}, gates={},
+                            combined=np.zeros(len(t)), unit_score=0.0)
+        units[track] = tt
+        return tt
+
+    def unit_slice(track: int, arr: np.ndarray) -> np.ndarray:
+        if track < 0:
+            return np.asarray(arr, np.float64)
+        u = int(np.flatnonzero(cols.track_ids == track)[0])
+        a = int(T.start[u])
+        return np.asarray(arr[a:a + int(T.length[u])], np.float64)
+
+    def add_values(tt: TrackTrace, frag) -> None:
+        for f in [g.field for g in frag.hard_gates] + [c.field for c in frag.soft_scores]:
+            if f in EGO_FIELDS and tt.track >= 0:
+                continue
+            if f not in tt.values:
+                tt.values[f] = (np.asarray(ego_series(rec, f), np.float64) if tt.track < 0 else
+                                np.asarray(track_series(rec, rec.track(tt.track), f), np.float64))
+
+    for sm in m.steps:
+        step = rule.sequence[sm.index]
+        tt = trace_for(sm.track)
+        add_values(tt, step)
+        name = f"step {sm.index + 1}: {sm.name}" if step.name else sm.name
+        tt.soft[name] = unit_slice(sm.track, m.state.q[sm.index])
+        tt.soft_max[name] = sm.score
+        tt.spans[name] = sm.span_s
+        tt.combined = np.maximum(tt.combined, tt.soft[name])
+        tt.unit_score = max(tt.unit_score, sm.score)
+    for am in m.absent:
+        if am.track is None:
+            continue
+        a = rule.absent[am.index]
+        tt = trace_for(am.track)
+        add_values(tt, a)
+        name = f"absent: {am.name}"
+        tt.soft[name] = unit_slice(am.track, fragment_samples(cols, a))
+        tt.soft_max[name] = 1.0 - am.factor
+        tt.spans[name] = am.window_s
+    ego = units.pop(-1, None)
+    traces = [units[k] for k in sorted(units)]
+    span = m.span_s
+    return Explanation(video_id=rec.info.id, score=float(m.score), hard_ok=m.score > 0,
+                       span_s=None if span is None else (float(span[0]), float(span[1])),
+                       peak_track=m.peak_track, traces=traces, ego=ego,
+                       gate_results={f"step {s.index + 1} ({s.name}) realised": True for s in m.steps},
+                       steps=m.steps, absent=m.absent)

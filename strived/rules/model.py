@@ -27,70 +27,156 @@ FIELD_UNITS = {"distance": "m", "loc_x": "m", "loc_z": "m", "lane_rel": "lanes",
 OPS = {"lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
 OP_SYMBOL = {"lt": "<", "le": "≤", "gt": ">", "ge": "≥"}
 
+#: Bounds of every number a rule carries (issue: a 1e14 window overflowed the scorer). Windows,
+#: durations, gaps and negation windows are seconds; values and magnitudes are in the field's unit
+#: (bbox_area is px², hence the wide bound); weights are relative.
+MAX_SECONDS = 3600.0
+MAX_ABS_VALUE = 1e9
+MAX_WEIGHT = 1000.0
+MAX_STEPS = 8
+MAX_ABSENT = 8
+MAX_DEPTH = 32
+
+#: Classes the records format names (docs/formats.md) plus those the event library uses. Other class
+#: names are allowed (an unknown class is a class of its own) but draw a warning with a suggestion.
+KNOWN_CLASSES = ("car", "truck", "bus", "pedestrian", "motorcycle", "bicycle", "barrier",
+                 "traffic_cone", "other", "emergency_vehicle", "ambulance", "police", "fire_truck",
+                 "animal", "dog", "cat", "deer", "bird", "horse", "cow")
+CLASS_SYNONYMS = {"person": "pedestrian", "people": "pedestrian", "walker": "pedestrian",
+                  "child": "pedestrian", "cyclist": "bicycle", "bike": "bicycle",
+                  "motorbike": "motorcycle", "scooter": "motorcycle", "moped": "motorcycle",
+                  "van": "car", "suv": "car", "sedan": "car", "vehicle": "car", "lorry": "truck",
+                  "cone": "traffic_cone", "coach": "bus"}
+
+
+def _num(lo=None, hi=None, *, excl_lo=False, nullable=False, desc=None, default=None) -> dict:
+    d: dict[str, Any] = {"type": ["number", "null"] if nullable else "number"}
+    if lo is not None:
+        d["exclusiveMinimum" if excl_lo else "minimum"] = lo
+    if hi is not None:
+        d["maximum"] = hi
+    if default is not None:
+        d["default"] = default
+    if desc:
+        d["description"] = desc
+    return d
+
+
+ENTITY_SCHEMA: dict[str, Any] = {
+    "type": "object", "additionalProperties": False,
+    "properties": {
+        "role": {"enum": ["object", "ego"], "default": "object",
+                 "description": "object = other road users; ego = the ego vehicle's own series"},
+        "class_filter": {"type": ["array", "null"], "maxItems": 64,
+                         "items": {"type": "string", "minLength": 1, "maxLength": 64},
+                         "description": "classes to consider; null = any class"},
+        "selection": {"enum": ["any", "closest"], "default": "any",
+                      "description": "closest = only the track with the smallest mean distance"},
+        "agg_mode": {"enum": ["any", "consensus"], "default": "any",
+                     "description": "any = max over tracks; consensus = (max + mean) / 2"},
+    },
+}
+
+GATE_SCHEMA: dict[str, Any] = {
+    "type": "object", "additionalProperties": False,
+    "required": ["field", "op", "value"],
+    "properties": {
+        "field": {"enum": list(ALL_FIELDS)},
+        "op": {"enum": list(OPS)},
+        "value": _num(-MAX_ABS_VALUE, MAX_ABS_VALUE),
+        "min_time_fraction": _num(0, 1, excl_lo=True, nullable=True,
+                                  desc="extension: the condition must hold in at least this "
+                                       "fraction of the track's frames (null = in at least one frame)"),
+    },
+}
+
+SOFT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["type", "field"],
+    "properties": {
+        "type": {"enum": ["temporal_change", "max_change", "monotonic_trend"]},
+        "field": {"enum": list(ALL_FIELDS)},
+        "window_seconds": _num(0, MAX_SECONDS, excl_lo=True),
+        "magnitude": _num(0, MAX_ABS_VALUE, excl_lo=True,
+                          desc="normaliser delta: score = min(1, change / delta)"),
+        "min_delta": _num(0, MAX_ABS_VALUE / 2, excl_lo=True,
+                          desc="threshold at which the score is 0.5 (= magnitude / 2)"),
+        "direction": {"enum": [None, "positive", "negative", "increasing", "decreasing"]},
+        "min_duration_seconds": _num(0, MAX_SECONDS, excl_lo=True),
+        "weight": _num(0, MAX_WEIGHT, default=1.0),
+        "min_fraction": _num(0, 1, nullable=True),
+    },
+}
+
+
+def _fragment_props() -> dict:
+    return {"name": {"type": ["string", "null"], "maxLength": 200},
+            "entity": copy.deepcopy(ENTITY_SCHEMA),
+            "hard_gates": {"type": "array", "maxItems": 32, "items": copy.deepcopy(GATE_SCHEMA)},
+            "soft_scores": {"type": "array", "maxItems": 32, "items": copy.deepcopy(SOFT_SCHEMA)}}
+
+
+STEP_SCHEMA: dict[str, Any] = {
+    "type": "object", "additionalProperties": False, "required": ["entity"],
+    "description": "one step of a sequence: a rule fragment realised by one unit (a track, or the ego) "
+                   "at one anchor time; its gates hold at that time, its soft scores are the "
+                   "per-frame traces ending there",
+    "properties": {
+        **_fragment_props(),
+        "weight": _num(0, MAX_WEIGHT, excl_lo=True, default=1.0,
+                       desc="exponent weight of the step in the weighted geometric mean"),
+        "gap": {"type": "object", "additionalProperties": False, "required": ["max_seconds"],
+                "description": "time from the previous step's anchor to this step's anchor "
+                               "(every step after the first)",
+                "properties": {"min_seconds": _num(0, MAX_SECONDS, default=0.0),
+                               "max_seconds": _num(0, MAX_SECONDS)}},
+        "same_track": {"type": "boolean", "default": False,
+                       "description": "this step must be realised by the same track as the previous step"},
+    },
+}
+
+ABSENT_SCHEMA: dict[str, Any] = {
+    "type": "object", "additionalProperties": False, "required": ["entity"],
+    "description": "scoped negation: a fragment that must NOT hold within [t - before_seconds, "
+                   "t + after_seconds] of the anchor time t of step `step`; its gates are the "
+                   "spatial scope (e.g. distance < 20). The sequence score is multiplied by "
+                   "1 - (the fragment's best per-frame score inside that window)",
+    "properties": {
+        **_fragment_props(),
+        "step": {"type": "integer", "minimum": 0, "maximum": MAX_STEPS - 1,
+                 "description": "the step whose anchor time the window is around (default: the last)"},
+        "before_seconds": _num(0, MAX_SECONDS, default=0.0),
+        "after_seconds": _num(0, MAX_SECONDS, default=0.0),
+    },
+}
+
 RULE_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "$id": "https://strived.local/schema/rule/1",
     "title": "STRIVE-D symbolic rule",
-    "description": "S = S_hard · S_entity. Gates: a video passes gate g if some candidate track (or the "
-                   "ego series, for ego fields) satisfies op(field, value) in some frame. Soft scores "
-                   "give a per-track score in [0, 1]; the entity selector aggregates tracks.",
+    "description": "Either a single pattern (entity, hard_gates, soft_scores): S = S_hard · S_entity. "
+                   "Gates: a video passes gate g if some candidate track (or the ego series, for ego "
+                   "fields) satisfies op(field, value) in some frame. Soft scores give a per-track "
+                   "score in [0, 1]; the entity selector aggregates tracks. Or a sequence: ordered "
+                   "steps with gaps between them, scored as the best assignment of (unit, time) to "
+                   "the steps: the weighted geometric mean of the steps' scores, times the scoped "
+                   "negations' factors (docs/rules.md).",
     "type": "object",
-    "required": ["entity", "soft_scores"],
+    "anyOf": [{"required": ["entity", "soft_scores"]}, {"required": ["sequence"]}],
     "additionalProperties": False,
     "properties": {
-        "event": {"type": ["string", "null"], "description": "event name (snake_case)"},
-        "description": {"type": ["string", "null"]},
-        "confidence": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
-        "scoring_notes": {"type": ["string", "null"]},
-        "entity": {
-            "type": "object", "additionalProperties": False,
-            "properties": {
-                "role": {"enum": ["object", "ego"], "default": "object",
-                         "description": "object = other road users; ego = the ego vehicle's own series"},
-                "class_filter": {"type": ["array", "null"], "items": {"type": "string", "minLength": 1},
-                                 "description": "classes to consider; null = any class"},
-                "selection": {"enum": ["any", "closest"], "default": "any",
-                              "description": "closest = only the track with the smallest mean distance"},
-                "agg_mode": {"enum": ["any", "consensus"], "default": "any",
-                             "description": "any = max over tracks; consensus = (max + mean) / 2"},
-            },
-        },
-        "hard_gates": {
-            "type": "array",
-            "items": {
-                "type": "object", "additionalProperties": False,
-                "required": ["field", "op", "value"],
-                "properties": {
-                    "field": {"enum": list(ALL_FIELDS)},
-                    "op": {"enum": list(OPS)},
-                    "value": {"type": "number"},
-                    "min_time_fraction": {
-                        "type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 1,
-                        "description": "extension: the condition must hold in at least this fraction "
-                                       "of the track's frames (null = in at least one frame)"},
-                },
-            },
-        },
-        "soft_scores": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["type", "field"],
-                "properties": {
-                    "type": {"enum": ["temporal_change", "max_change", "monotonic_trend"]},
-                    "field": {"enum": list(ALL_FIELDS)},
-                    "window_seconds": {"type": "number", "exclusiveMinimum": 0},
-                    "magnitude": {"type": "number", "exclusiveMinimum": 0,
-                                  "description": "normaliser delta: score = min(1, change / delta)"},
-                    "min_delta": {"type": "number", "exclusiveMinimum": 0,
-                                  "description": "threshold at which the score is 0.5 (= magnitude / 2)"},
-                    "direction": {"enum": [None, "positive", "negative", "increasing", "decreasing"]},
-                    "min_duration_seconds": {"type": "number", "exclusiveMinimum": 0},
-                    "weight": {"type": "number", "minimum": 0, "default": 1.0},
-                    "min_fraction": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
-                },
-            },
-        },
+        "event": {"type": ["string", "null"], "maxLength": 200, "description": "event name (snake_case)"},
+        "description": {"type": ["string", "null"], "maxLength": 2000},
+        "confidence": _num(0, 1, nullable=True),
+        "scoring_notes": {"type": ["string", "null"], "maxLength": 2000},
+        "entity": copy.deepcopy(ENTITY_SCHEMA),
+        "hard_gates": {"type": "array", "maxItems": 32, "items": copy.deepcopy(GATE_SCHEMA)},
+        "soft_scores": {"type": "array", "maxItems": 32, "items": copy.deepcopy(SOFT_SCHEMA)},
+        "sequence": {"type": "array", "minItems": 1, "maxItems": MAX_STEPS,
+                     "items": copy.deepcopy(STEP_SCHEMA),
+                     "description": "ordered steps (temporal composition: A, then B within T s)"},
+        "absent": {"type": "array", "maxItems": MAX_ABSENT, "items": copy.deepcopy(ABSENT_SCHEMA),
+                   "description": "scoped negations of a sequence rule"},
     },
 }
 
@@ -107,6 +193,11 @@ class Entity:
     selection: str = "any"
     agg_mode: str = "any"
 
+    def to_dict(self) -> dict:
+        return {"role": self.role,
+                "class_filter": None if self.class_filter is None else list(self.class_filter),
+                "selection": self.selection, "agg_mode": self.agg_mode}
+
 
 @dataclass(frozen=True)
 class Gate:
@@ -118,6 +209,12 @@ class Gate:
     def describe(self) -> str:
         q = "" if self.min_time_fraction is None else f" for ≥{self.min_time_fraction:.0%} of frames"
         return f"{self.field} {OP_SYMBOL[self.op]} {self.value:g}{q}"
+
+    def to_dict(self) -> dict:
+        gd = {"field": self.field, "op": self.op, "value": self.value}
+        if self.min_time_fraction is not None:
+            gd["min_time_fraction"] = self.min_time_fraction
+        return gd
 
 
 @dataclass(frozen=True)
@@ -141,6 +238,76 @@ class SoftScore:
     def name(self) -> str:
         return self.describe()
 
+    def to_dict(self) -> dict:
+        if self.type == "temporal_change":
+            sd = {"type": self.type, "field": self.field, "window_seconds": self.window_s,
+                  "magnitude": self.magnitude, "direction": self.direction, "weight": self.weight}
+        else:
+            sd = {"type": self.type, "field": self.field, "direction": self.direction,
+                  "min_duration_seconds": self.min_duration_s, "weight": self.weight}
+        if self.min_fraction is not None:
+            sd["min_fraction"] = self.min_fraction
+        return sd
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a sequence rule (see `strived.rules.sequence`): a fragment realised by one unit
+    at one anchor time. ``min_gap_s``/``max_gap_s``: the time from the previous step's anchor
+    (None for the first step)."""
+
+    entity: Entity
+    hard_gates: tuple[Gate, ...]
+    soft_scores: tuple[SoftScore, ...]
+    weight: float = 1.0
+    min_gap_s: float | None = None
+    max_gap_s: float | None = None
+    same_track: bool = False
+    name: str | None = None
+
+    def label(self, k: int) -> str:
+        return self.name or f"step {k + 1}"
+
+    def to_dict(self) -> dict:
+        d: dict[str, Any] = {}
+        if self.name is not None:
+            d["name"] = self.name
+        d["entity"] = self.entity.to_dict()
+        d["hard_gates"] = [g.to_dict() for g in self.hard_gates]
+        d["soft_scores"] = [c.to_dict() for c in self.soft_scores]
+        d["weight"] = self.weight
+        if self.max_gap_s is not None:
+            d["gap"] = {"min_seconds": self.min_gap_s, "max_seconds": self.max_gap_s}
+            d["same_track"] = self.same_track
+        return d
+
+
+@dataclass(frozen=True)
+class Absence:
+    """A scoped negation: the fragment must not hold within [t - before_s, t + after_s] of the
+    anchor time t of step ``step``; its gates give the spatial scope."""
+
+    entity: Entity
+    hard_gates: tuple[Gate, ...]
+    soft_scores: tuple[SoftScore, ...]
+    step: int
+    before_s: float = 0.0
+    after_s: float = 0.0
+    name: str | None = None
+
+    def label(self, n: int) -> str:
+        return self.name or f"absent {n + 1}"
+
+    def to_dict(self) -> dict:
+        d: dict[str, Any] = {}
+        if self.name is not None:
+            d["name"] = self.name
+        d["entity"] = self.entity.to_dict()
+        d["hard_gates"] = [g.to_dict() for g in self.hard_gates]
+        d["soft_scores"] = [c.to_dict() for c in self.soft_scores]
+        d.update({"step": self.step, "before_seconds": self.before_s, "after_seconds": self.after_s})
+        return d
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -150,10 +317,18 @@ class Rule:
     event: str | None = None
     description: str | None = None
     extra: dict = field(default_factory=dict, compare=False, hash=False)
+    sequence: tuple[Step, ...] | None = None
+    absent: tuple[Absence, ...] = ()
+    #: (JSON pointer, message) notes that do not invalidate the rule (e.g. an unknown class name)
+    warnings: tuple[tuple[str, str], ...] = field(default=(), compare=False, hash=False)
 
     @classmethod
     def from_dict(cls, d: Any) -> "Rule":
         return parse_rule(d)
+
+    @property
+    def is_sequence(self) -> bool:
+        return self.sequence is not None
 
     def to_dict(self) -> dict:
         """Canonical JSON form (round-trips through parse_rule)."""
@@ -162,33 +337,28 @@ class Rule:
             out["event"] = self.event
         if self.description is not None:
             out["description"] = self.description
-        out["entity"] = {"role": self.entity.role,
-                         "class_filter": None if self.entity.class_filter is None else list(self.entity.class_filter),
-                         "selection": self.entity.selection, "agg_mode": self.entity.agg_mode}
-        out["hard_gates"] = []
-        for g in self.hard_gates:
-            gd = {"field": g.field, "op": g.op, "value": g.value}
-            if g.min_time_fraction is not None:
-                gd["min_time_fraction"] = g.min_time_fraction
-            out["hard_gates"].append(gd)
-        out["soft_scores"] = []
-        for s in self.soft_scores:
-            if s.type == "temporal_change":
-                sd = {"type": s.type, "field": s.field, "window_seconds": s.window_s,
-                      "magnitude": s.magnitude, "direction": s.direction, "weight": s.weight}
-            else:
-                sd = {"type": s.type, "field": s.field, "direction": s.direction,
-                      "min_duration_seconds": s.min_duration_s, "weight": s.weight}
-            if s.min_fraction is not None:
-                sd["min_fraction"] = s.min_fraction
-            out["soft_scores"].append(sd)
+        if self.sequence is not None:
+            out["sequence"] = [s.to_dict() for s in self.sequence]
+            if self.absent:
+                out["absent"] = [a.to_dict() for a in self.absent]
+            return out
+        out["entity"] = self.entity.to_dict()
+        out["hard_gates"] = [g.to_dict() for g in self.hard_gates]
+        out["soft_scores"] = [s.to_dict() for s in self.soft_scores]
         return out
+
+    def parts(self) -> list:
+        """The fragments of the rule: itself, or its steps then its negations."""
+        if self.sequence is None:
+            return [self]
+        return list(self.sequence) + list(self.absent)
 
     def fields(self) -> list[str]:
         seen: list[str] = []
-        for f in [g.field for g in self.hard_gates] + [s.field for s in self.soft_scores]:
-            if f not in seen:
-                seen.append(f)
+        for p in self.parts():
+            for f in [g.field for g in p.hard_gates] + [s.field for s in p.soft_scores]:
+                if f not in seen:
+                    seen.append(f)
         return seen
 
 
@@ -196,23 +366,123 @@ def _pointer(path) -> str:
     return "/" + "/".join(str(p) for p in path) if path else ""
 
 
+def _nonfinite(d: Any) -> list[tuple[str, str]]:
+    """Pointers to NaN/Infinity numbers anywhere in a document (JSON Schema bounds let NaN through),
+    and a stop at documents nested deeper than any rule (no recursion: no RecursionError)."""
+    out: list[tuple[str, str]] = []
+    stack = [((), d)]
+    while stack:
+        path, x = stack.pop()
+        if len(path) > MAX_DEPTH:
+            out.append((_pointer(path), f"nested deeper than {MAX_DEPTH} levels: not a rule"))
+            continue
+        if isinstance(x, float) and not math.isfinite(x):
+            out.append((_pointer(path), f"must be a finite number; found {x!r}"))
+        elif isinstance(x, dict):
+            stack.extend((path + (k,), v) for k, v in x.items())
+        elif isinstance(x, list):
+            stack.extend((path + (i,), v) for i, v in enumerate(x))
+    return sorted(out)
+
+
+def suggest_class(name: str) -> str | None:
+    """The known class a mistyped or plural class name most likely means (None if no guess)."""
+    import difflib
+
+    n = name.strip().lower()
+    for cand in (n, n[:-2] if n.endswith("es") else n, n[:-1] if n.endswith("s") else n):
+        if cand in KNOWN_CLASSES:
+            return cand
+        if cand in CLASS_SYNONYMS:
+            return CLASS_SYNONYMS[cand]
+    close = difflib.get_close_matches(n, KNOWN_CLASSES + tuple(CLASS_SYNONYMS), n=1, cutoff=0.75)
+    if close:
+        return CLASS_SYNONYMS.get(close[0], close[0])
+    return None
+
+
 def parse_rule(d: Any) -> Rule:
     """Validate a rule document against the schema and semantic checks; return a frozen Rule.
 
     Raises RuleError whose ``errors`` are (JSON pointer, message) pairs, e.g.
-    ``("/soft_scores/1/window_seconds", "must be > 0")``.
+    ``("/soft_scores/1/window_seconds", "must be > 0")``. Class names outside `KNOWN_CLASSES`
+    are accepted (an unknown class is a class of its own) with a warning in ``Rule.warnings``.
     """
     import jsonschema
 
     errors: list[tuple[str, str]] = []
     if not isinstance(d, dict):
         raise RuleError([("", "a rule must be a JSON object")])
+    errors.extend(_nonfinite(d))
+    if errors:
+        raise RuleError(errors)
     validator = jsonschema.Draft202012Validator(RULE_SCHEMA)
     for e in sorted(validator.iter_errors(d), key=lambda e: list(map(str, e.absolute_path))):
         errors.append((_pointer(e.absolute_path), _friendly(e)))
     if errors:
         raise RuleError(errors)
+    warnings: list[tuple[str, str]] = []
+    known = {"event", "description", "entity", "hard_gates", "soft_scores", "sequence", "absent"}
+    extra = {k: v for k, v in d.items() if k not in known}
+    if "sequence" in d:
+        for k in ("entity", "hard_gates", "soft_scores"):
+            if k in d and (k == "entity" or d[k]):
+                errors.append((f"/{k}", "not used by a sequence rule: each step has its own "
+                                        "entity, hard_gates and soft_scores"))
+        steps = []
+        for k, sd in enumerate(d["sequence"]):
+            p = f"/sequence/{k}"
+            ent, gates, softs = _fragment(sd, p, errors, warnings, in_sequence=True)
+            gap = sd.get("gap")
+            same = bool(sd.get("same_track", False))
+            lo = hi = None
+            if k == 0:
+                if gap is not None:
+                    errors.append((f"{p}/gap", "the first step has no previous step: no gap"))
+                if same:
+                    errors.append((f"{p}/same_track", "the first step has no previous step"))
+            else:
+                if gap is None:
+                    errors.append((f"{p}/gap", "required for every step after the first "
+                                               "(max_seconds from the previous step)"))
+                else:
+                    lo, hi = float(gap.get("min_seconds", 0.0)), float(gap["max_seconds"])
+                    if lo > hi:
+                        errors.append((f"{p}/gap/min_seconds", f"must be ≤ max_seconds ({hi:g}); found {lo:g}"))
+                if same and (ent.role != "object" or steps and steps[-1].entity.role != "object"):
+                    errors.append((f"{p}/same_track", "needs this step and the previous one to be "
+                                                      "object steps (a track, not the ego)"))
+            steps.append(Step(ent, gates, softs, float(sd.get("weight", 1.0)), lo, hi, same,
+                              sd.get("name")))
+        absent = []
+        for n, ad in enumerate(d.get("absent") or []):
+            p = f"/absent/{n}"
+            ent, gates, softs = _fragment(ad, p, errors, warnings, in_sequence=True)
+            k = int(ad.get("step", len(steps) - 1))
+            if k >= len(steps):
+                errors.append((f"{p}/step", f"the sequence has {len(steps)} step(s); found {k}"))
+            if not gates and not softs:
+                errors.append((p, "a negation needs a hard gate (its spatial scope) or a soft score"))
+            absent.append(Absence(ent, gates, softs, k, float(ad.get("before_seconds", 0.0)),
+                                  float(ad.get("after_seconds", 0.0)), ad.get("name")))
+        if errors:
+            raise RuleError(errors)
+        return Rule(entity=Entity(), hard_gates=(), soft_scores=(), event=d.get("event"),
+                    description=d.get("description"), extra=extra, sequence=tuple(steps),
+                    absent=tuple(absent), warnings=tuple(warnings))
+    if d.get("absent"):
+        errors.append(("/absent", "a scoped negation needs a 'sequence' (one step is enough): "
+                                  "its time window is anchored to a step"))
+    entity, gates, softs = _fragment(d, "", errors, warnings, in_sequence=False)
+    if errors:
+        raise RuleError(errors)
+    return Rule(entity=entity, hard_gates=gates, soft_scores=softs,
+                event=d.get("event"), description=d.get("description"), extra=extra,
+                warnings=tuple(warnings))
 
+
+def _fragment(d: dict, base: str, errors: list, warnings: list, *, in_sequence: bool):
+    """(Entity, gates, soft scores) of a rule or a sequence fragment, with semantic checks."""
     ent = d.get("entity") or {}
     role = ent.get("role", "object") or "object"
     cf = ent.get("class_filter")
@@ -221,31 +491,44 @@ def parse_rule(d: Any) -> Rule:
                     selection=ent.get("selection", "any") or "any",
                     agg_mode=ent.get("agg_mode", "any") or "any")
     if role == "ego" and entity.selection == "closest":
-        errors.append(("/entity/selection", "'closest' needs role 'object' (the ego is one series)"))
+        errors.append((f"{base}/entity/selection", "'closest' needs role 'object' (the ego is one series)"))
     if role == "ego" and cf:
-        errors.append(("/entity/class_filter", "must be null when role is 'ego'"))
+        errors.append((f"{base}/entity/class_filter", "must be null when role is 'ego'"))
+    if in_sequence and entity.agg_mode != "any":
+        errors.append((f"{base}/entity/agg_mode", "a step or negation is realised by one unit: only 'any'"))
+    for i, c in enumerate(cf or []):
+        name = c.strip().lower()
+        if name and name not in KNOWN_CLASSES:
+            guess = suggest_class(name)
+            hint = f"; did you mean '{guess}'?" if guess else f" (known: {', '.join(KNOWN_CLASSES[:9])})"
+            warnings.append((f"{base}/entity/class_filter/{i}",
+                             f"unknown class '{c}': not a class the records format or the detector "
+                             f"uses, so probably no track matches{hint}"))
 
     gates = []
     for i, g in enumerate(d.get("hard_gates") or []):
         v = float(g["value"])
-        if not math.isfinite(v):
-            errors.append((f"/hard_gates/{i}/value", "must be a finite number"))
         if role == "ego" and g["field"] in OBJECT_FIELDS:
-            errors.append((f"/hard_gates/{i}/field",
+            errors.append((f"{base}/hard_gates/{i}/field",
                            f"'{g['field']}' is an object field; an ego rule can gate only on "
                            f"{', '.join(EGO_FIELDS)}"))
+        if in_sequence and g.get("min_time_fraction") is not None:
+            errors.append((f"{base}/hard_gates/{i}/min_time_fraction",
+                           "not available in a step or negation: its gates hold at one time"))
         gates.append(Gate(field=g["field"], op=OPS[g["op"]], value=v,
                           min_time_fraction=g.get("min_time_fraction")))
 
     softs = []
     for i, s in enumerate(d.get("soft_scores") or []):
-        p = f"/soft_scores/{i}"
+        p = f"{base}/soft_scores/{i}"
         typ = "temporal_change" if s["type"] == "max_change" else s["type"]
         w = float(s.get("weight", 1.0))
         if role == "ego" and s["field"] in OBJECT_FIELDS:
             errors.append((f"{p}/field", f"'{s['field']}' is an object field; an ego rule scores only "
                                          f"{', '.join(EGO_FIELDS)}"))
         mf = s.get("min_fraction")
+        if in_sequence and mf is not None:
+            errors.append((f"{p}/min_fraction", "not available in a step or negation (one unit realises it)"))
         if typ == "temporal_change":
             extra = set(s) - {"type", "field", "window_seconds", "magnitude", "min_delta", "direction",
                               "weight", "min_fraction"}
@@ -277,19 +560,17 @@ def parse_rule(d: Any) -> Rule:
                                    min_duration_s=float(s.get("min_duration_seconds", 1.0)),
                                    min_fraction=mf))
     if softs and sum(s.weight for s in softs) <= 0:
-        errors.append(("/soft_scores", "the weights sum to zero: at least one weight must be > 0"))
-    if not softs and not gates:
-        errors.append(("", "a rule needs at least one hard gate or soft score"))
-    if errors:
-        raise RuleError(errors)
-    known = {"event", "description", "entity", "hard_gates", "soft_scores"}
-    return Rule(entity=entity, hard_gates=tuple(gates), soft_scores=tuple(softs),
-                event=d.get("event"), description=d.get("description"),
-                extra={k: v for k, v in d.items() if k not in known})
+        errors.append((f"{base}/soft_scores", "the weights sum to zero: at least one weight must be > 0"))
+    if not softs and not gates and not in_sequence:
+        errors.append((base, "a rule needs at least one hard gate or soft score"))
+    return entity, tuple(gates), tuple(softs)
 
 
 def _friendly(e) -> str:
     v = e.validator
+    if v == "anyOf" and not e.absolute_path:
+        return ("a rule needs 'entity' and 'soft_scores' (one pattern) or 'sequence' (steps in "
+                "order, each with its own entity)")
     if v == "enum":
         return f"must be one of {', '.join(map(repr, e.validator_value))}; found {e.instance!r}"
     if v == "exclusiveMinimum":
@@ -297,11 +578,15 @@ def _friendly(e) -> str:
     if v == "minimum":
         return f"must be ≥ {e.validator_value}; found {e.instance!r}"
     if v == "maximum":
-        return f"must be ≤ {e.validator_value}; found {e.instance!r}"
+        return f"must be ≤ {e.validator_value:g}; found {e.instance!r}"
     if v == "required":
         return e.message.replace("is a required property", "is required")
     if v == "additionalProperties":
         return e.message.replace("Additional properties are not allowed", "unknown key")
     if v == "type":
         return f"must be {e.validator_value}; found {type(e.instance).__name__} {e.instance!r}"
+    if v == "maxItems":
+        return f"at most {e.validator_value} items"
+    if v == "maxLength":
+        return f"at most {e.validator_value} characters"
     return e.message

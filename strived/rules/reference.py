@@ -121,6 +121,8 @@ def gate_holds(rec: VideoRecords, cands, g) -> bool:
 
 def score_video(rec: VideoRecords, rule: Rule) -> float:
     """S(v) = S_hard(v) * S_entity(v) by direct evaluation of the formulas."""
+    if rule.sequence is not None:
+        return score_sequence_video(rec, rule)
     is_ego = rule.entity.role == "ego"
     cands = [None] if is_ego else candidate_tracks(rec, rule)
     if not cands:
@@ -154,3 +156,149 @@ def score_video(rec: VideoRecords, rule: Rule) -> float:
     if rule.entity.agg_mode == "consensus":
         return 0.5 * (max(unit) + sum(unit) / len(unit))
     return max(unit)
+
+
+# ---------------------------------------------------------------------------- sequences (naive)
+
+def _trace_change_end(pts_idx, window_s: float, direction: str | None, magnitude: float) -> dict:
+    """{sample index: min(1, best change over pairs ending there / magnitude)} by plain loops.
+    ``pts_idx``: [(sample index, t, v)] of the valid samples in time order."""
+    out = {}
+    for b in range(len(pts_idx)):
+        i2, t2, v2 = pts_idx[b]
+        best = 0.0
+        for a in range(b - 1, -1, -1):
+            _, t1, v1 = pts_idx[a]
+            if t2 - t1 > window_s + T_EPS:
+                break
+            d = v2 - v1 if direction == "positive" else v1 - v2 if direction == "negative" else abs(v2 - v1)
+            best = max(best, d)
+        out[i2] = min(1.0, best / magnitude)
+    return out
+
+
+def _trace_trend_end(pts_idx, direction: str, min_duration_s: float) -> dict:
+    out = {i: 0.0 for i, _, _ in pts_idx}
+    pts = [(t, v) for _, t, v in pts_idx]
+    if len(pts) < 2:
+        return out
+    sm = smoothed(pts)
+    sign = 1.0 if direction == "increasing" else -1.0
+    run_start = None
+    for k in range(len(pts) - 1):
+        ok = (pts[k + 1][0] - pts[k][0] <= TREND_MAX_GAP_S) and sign * (sm[k + 1] - sm[k]) > 0
+        if ok:
+            if run_start is None:
+                run_start = pts[k][0]
+            out[pts_idx[k + 1][0]] = min(1.0, (pts[k + 1][0] - run_start) / (2.0 * min_duration_s))
+        else:
+            run_start = None
+    return out
+
+
+def fragment_cells(rec: VideoRecords, frag) -> dict:
+    """{(unit key, frame index): q} of a sequence fragment on one video, by direct evaluation:
+    unit key -1 is the ego; frames index ``rec.t``. Non-candidate tracks have no cells."""
+    is_ego = frag.entity.role == "ego"
+    ego_vals = {}
+
+    def ego_vals_for(f):
+        if f not in ego_vals:
+            ego_vals[f] = ego_series(rec, f)
+        return ego_vals[f]
+
+    def unit_trace(frames: list[int], series_of, c) -> list[float]:
+        """The soft trace of c on a unit whose samples sit at ``frames``."""
+        vals = series_of(c.field)
+        pts = [(i, float(rec.t[frames[i]]), vals[i]) for i in range(len(frames)) if not math.isnan(vals[i])]
+        tr = (_trace_change_end(pts, c.window_s, c.direction, c.magnitude) if c.type == "temporal_change"
+              else _trace_trend_end(pts, c.direction, c.min_duration_s))
+        return [tr.get(i, 0.0) for i in range(len(frames))]
+
+    units = [(-1, list(range(len(rec.t))), None)] if is_ego else \
+        [(tr.track_id, [int(p) for p in tr.pos], tr) for tr in candidate_tracks(rec, frag)]
+    cells = {}
+    ego_traces: dict = {}
+    for key, frames, tr in units:
+        def series_of(f, tr=tr, frames=frames):
+            if f in EGO_FIELDS:
+                ev = ego_vals_for(f)
+                return [ev[j] for j in frames]
+            return track_series(rec, tr, f)
+        traces = []
+        for c in frag.soft_scores:
+            if c.field in EGO_FIELDS and not is_ego:
+                if c not in ego_traces:
+                    ego_traces[c] = unit_trace(list(range(len(rec.t))), lambda f: ego_vals_for(f), c)
+                traces.append([ego_traces[c][j] for j in frames])
+            else:
+                traces.append(unit_trace(frames, series_of, c))
+        gate_vals = [series_of(g.field) for g in frag.hard_gates]
+        wsum = sum(c.weight for c in frag.soft_scores)
+        for i, j in enumerate(frames):
+            ok = all(op_holds(gv[i], g.op, g.value) for g, gv in zip(frag.hard_gates, gate_vals))
+            if not ok:
+                q = 0.0
+            elif frag.soft_scores:
+                q = sum(c.weight * traces[n][i] for n, c in enumerate(frag.soft_scores)) / wsum
+            else:
+                q = 1.0
+            cells[(key, j)] = q
+    return cells
+
+
+def absence_factors(rec: VideoRecords, a) -> list[float]:
+    """p(t_j) for every frame j: 1 - the negated fragment's best score in [t_j - before, t_j + after]."""
+    per_frame = [0.0] * len(rec.t)
+    for (_, j), q in fragment_cells(rec, a).items():
+        per_frame[j] = max(per_frame[j], q)
+    out = []
+    for j, t in enumerate(rec.t):
+        worst = 0.0
+        for j2, t2 in enumerate(rec.t):
+            if t - a.before_s - T_EPS <= t2 <= t + a.after_s + T_EPS:
+                worst = max(worst, per_frame[j2])
+        out.append(1.0 - worst)
+    return out
+
+
+def score_sequence_video(rec: VideoRecords, rule: Rule) -> float:
+    """S(v) of a sequence rule by plain loops: a step-by-step maximisation over (unit, frame)
+    cells (docs/rules.md, "Sequences"); the tests check it against exhaustive enumeration."""
+    wsum = sum(s.weight for s in rule.sequence)
+    factor = {}
+    for a in rule.absent:
+        f = absence_factors(rec, a)
+        factor[a.step] = [x * y for x, y in zip(factor[a.step], f)] if a.step in factor else f
+    g = None
+    for k, step in enumerate(rule.sequence):
+        cells = fragment_cells(rec, step)
+
+        def gap_ok(j, j2):
+            gap = float(rec.t[j]) - float(rec.t[j2])
+            return step.min_gap_s - T_EPS <= gap <= step.max_gap_s + T_EPS
+        if k > 0 and step.same_track:
+            by_unit: dict = {}
+            for (u2, j2), g2 in g.items():
+                by_unit.setdefault(u2, []).append((j2, g2))
+        elif k > 0:
+            # the best earlier cell does not depend on the unit: one maximum per frame
+            per_frame = [0.0] * len(rec.t)
+            for (_, j2), g2 in g.items():
+                per_frame[j2] = max(per_frame[j2], g2)
+            m_frame = [max([per_frame[j2] for j2 in range(len(rec.t)) if gap_ok(j, j2)], default=0.0)
+                       for j in range(len(rec.t))]
+        new = {}
+        for (u, j), q in cells.items():
+            val = q ** (step.weight / wsum)
+            if k > 0:
+                if step.same_track:
+                    best = max([g2 for j2, g2 in by_unit.get(u, []) if gap_ok(j, j2)], default=0.0)
+                else:
+                    best = m_frame[j]
+                val = best * val
+            if k in factor:
+                val = val * factor[k][j]
+            new[(u, j)] = val
+        g = new
+    return max(g.values(), default=0.0)

@@ -13,7 +13,8 @@ with no candidate scores 0; ego fields are read from the ego series (an ego soft
 object rule is shared by every candidate); ``min_fraction`` zeroes a constraint for a video unless
 that fraction of its candidates reach s_c >= 0.5; a rule without soft scores gives S_track = 1.
 Per-track window features come from `TrackColumns` (cached), so repeated scoring costs only a few
-array passes over the tracks.
+array passes over the tracks. Sequence rules (ordered steps, scoped negations) are scored by
+`strived.rules.sequence.run_sequence` (a dynamic programme over the steps, exact).
 """
 
 from __future__ import annotations
@@ -128,6 +129,12 @@ class RuleScorer:
         ``binarize`` thresholds each soft score at 0.5 (ablation)."""
         cols = self.columns
         V = cols.n_videos
+        if rule.sequence is not None:
+            from .sequence import run_sequence
+
+            scores, peak, _ = run_sequence(cols, rule, binarize=binarize)
+            return ScoreResult(video_ids=list(cols.video_ids), scores=scores,
+                               hard=np.ones(V, bool), peak_track=peak)
         mask, owner, is_ego = self.candidates(rule)
         n_units = mask.shape[0]
 

@@ -30,6 +30,20 @@ PARAPHRASES = {
     "close_pass": ["a truck passes very close to us", "a bus passes dangerously close"],
     "ego_stationary": ["the ego car is standing still", "we are waiting at a red light"],
     "steady_driving": ["uneventful driving", "normal cruising where nothing happens"],
+    # composed events (issue 17): temporal composition and scoped negation
+    "lead_brake_then_ego_brake": ["the car ahead brakes and then we brake",
+                                  "we brake after the vehicle in front of us brakes",
+                                  "the lead car brakes, followed by our car braking"],
+    "cut_in_then_ego_brake": ["a car cuts in and then we brake hard",
+                              "we brake after a vehicle cuts in front of us"],
+    "cut_in_then_brake": ["a car cuts in and then brakes", "a vehicle cuts in front of us and then slows down"],
+    "stop_then_go": ["we stop and then pull away", "we come to a stop and then drive off again",
+                     "after stopping, we start moving again"],
+    "pedestrian_crossing_while_stopped": ["a pedestrian crosses while we are stopped",
+                                          "pedestrians walk across the road while we wait"],
+    "ego_brake_no_lead": ["we brake with no car ahead of us", "the ego car brakes without a vehicle in front"],
+    "lane_change_clear": ["we change lanes into a clear lane", "a lane change with no car in the target lane"],
+    "ego_pull_away": ["we pull away from a standstill", "the ego car starts moving"],
 }
 
 
