@@ -33,11 +33,20 @@ class SearchHit:
     span_s: tuple[float, float] | None
     per_source: dict[str, dict]
     peak_track: int | None = None
+    # estimated probability that the result matches the query (strived.retrieval.relevance);
+    # None when no fitted model applies (e.g. a single-source search)
+    relevance: float | None = None
+    # sequence rules: each step's unit, anchor and span, and each negation (strived.rules.sequence)
+    steps: list[dict] | None = None
+    absent: list[dict] | None = None
 
     def to_dict(self) -> dict:
-        return {"rank": self.rank, "video_id": self.video_id, "path": self.path, "score": self.score,
-                "span_s": list(self.span_s) if self.span_s else None, "per_source": self.per_source,
-                "peak_track": self.peak_track}
+        d = {"rank": self.rank, "video_id": self.video_id, "path": self.path, "score": self.score,
+             "span_s": list(self.span_s) if self.span_s else None, "per_source": self.per_source,
+             "peak_track": self.peak_track, "relevance": self.relevance}
+        if self.steps is not None:
+            d["steps"], d["absent"] = self.steps, self.absent or []
+        return d
 
 
 @dataclass
@@ -270,6 +279,8 @@ def build_text_index(library, progress: ProgressFn = None, cancel: CancelFn = No
         rep = ensure_text_index(library, progress=progress, cancel=cancel)
         if rep.dense_unavailable:
             note = f"dense retrieval unavailable: {rep.dense_unavailable}"
+        elif rep.dense_rebuilt:
+            note = f"the dense index was damaged ({rep.dense_rebuilt}) and has been rebuilt"
     warm_rule_features(library, progress=progress, cancel=cancel)
     return note
 
@@ -288,6 +299,8 @@ def warm_rule_features(library, progress: ProgressFn = None, cancel: CancelFn = 
         lib = load_default_library(profile=p)
         for key in lib.keys():
             r = lib.rule(key)
+            if r.sequence is not None:
+                continue  # sequence rules read per-sample traces kept in memory only: nothing to warm
             todo.setdefault(json_key(r), (key, r))
     scorer = scorer_for(library)
     for k, (key, r) in enumerate(todo.values()):
@@ -369,7 +382,7 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
             if rule is not None:
                 rule_obj = rule if isinstance(rule, Rule) else parse_rule(rule)
                 match = {"event": rule_obj.event, "confidence": None, "mode": "user", "source": "user",
-                         "notices": []}
+                         "notices": [f"rule {p or '/'}: {m}" for p, m in rule_obj.warnings]}
             elif rule_hits is None and (event or rule_library is not None):
                 rule_obj, match = resolve_query_rule(query, library=library, llm=llm, event=event,
                                                      rule_library=rule_library)
@@ -420,12 +433,23 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
                 dense_spans = {r[0]: tuple(r[2]) for r in out if len(r) > 2 and r[2] is not None}
         except StrivedError as e:  # a source that cannot run is left out, loudly
             notices.append(f"{name} source skipped: {e}")
+        except Exception as e:  # noqa: BLE001  (a broken source must not take the search down)
+            notices.append(f"{name} source skipped: it failed ({type(e).__name__}: {e})")
         timings[name] = (time.perf_counter() - t0) * 1e3
         step += 1
         report(progress, "search", step, steps, message=name)
         check_cancel(cancel)
 
     used = [s for s in sources if s in rankings]
+    if "dense" in used or "bm25" in used:
+        try:
+            from .retrieval.sources import text_index_notice
+
+            note = text_index_notice(library, [s for s in used if s in ("dense", "bm25")])
+        except ImportError:
+            note = None
+        if note:
+            notices.append(note)
     t0 = time.perf_counter()
     if weights is None:
         if len(used) > 1:
@@ -452,8 +476,15 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
     memos = {p: _span_memo(library, r) for p, r in rule_of.items()}
     span_memo = _span_memo(library, rule_obj) if rule_obj is not None else None
     pos = {s: dict(zip(rankings[s], range(1, len(rankings[s]) + 1))) for s in used}
+    n_ranked = {s: len(rankings[s]) for s in used}
+    best_bm25 = max(scores["bm25"].values(), default=0.0) if "bm25" in used else 0.0
+    from .retrieval.relevance import default_model, hit_features
+
+    rel_model = default_model()
+    if rel_model is not None and sorted(rel_model.provenance.get("sources", [])) != sorted(used):
+        rel_model = None          # fitted on full three-source searches only
     for k, (vid, sc) in enumerate(fused, start=1):
-        span = None
+        span = steps = None
         if k <= span_k and rule_obj is not None and vid in scores.get("rule", {}):
             from .rules.explain import peak_span
 
@@ -463,18 +494,34 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
             key = (vid, peaks.get(vid))
             if key in v_memo:
                 span = v_memo[key]
+            elif v_rule.sequence is not None:
+                from .rules.sequence import match_sequence
+
+                try:  # a sequence's span covers its steps: every track may take part
+                    m = match_sequence(library.get_video(vid), v_rule)
+                    span = (m.span_s, *m.to_dicts())
+                except KeyError:
+                    span = None
+                v_memo[key] = span
             else:
                 try:
                     span = peak_span(_span_records(library, vid, peaks.get(vid)), v_rule, peaks.get(vid))
                 except KeyError:
                     span = None
                 v_memo[key] = span
+            if v_rule.sequence is not None and span is not None:
+                span, steps, absent = span
         if span is None:
             span = dense_spans.get(vid)
-        per_source = {s: {"rank": pos[s].get(vid), "score": scores[s].get(vid),
+        per_source = {s: {"rank": pos[s].get(vid), "of": n_ranked[s], "score": scores[s].get(vid),
                           "weight": w_used[s],
                           "contribution": (w_used[s] / (rrf_k + pos[s][vid])) if vid in pos[s] else 0.0}
                       for s in used}
+        if "rule" in per_source and per_source["rule"]["rank"]:
+            # share of the judged videos this one scores at least as high as (1.0 = the top)
+            per_source["rule"]["percentile"] = 1.0 - (per_source["rule"]["rank"] - 1) / max(1, n_ranked["rule"])
+        if "bm25" in per_source and per_source["bm25"]["rank"] and best_bm25 > 0:
+            per_source["bm25"]["score_vs_best"] = per_source["bm25"]["score"] / best_bm25
         if "rule" in per_source and vid in unjudged:
             per_source["rule"]["status"] = "cannot evaluate"
             per_source["rule"]["missing_fields"] = list(unjudged[vid])
@@ -485,8 +532,10 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
                     f"SELECT id, path FROM videos WHERE id IN ({','.join('?' * len(ids))})", ids).fetchall())
             else:
                 vids_meta = dict(library.conn.execute("SELECT id, path FROM videos").fetchall())
+        rel = float(rel_model.predict(hit_features(per_source, k))[0]) if rel_model is not None else None
         hits.append(SearchHit(rank=k, video_id=vid, path=vids_meta.get(vid), score=float(sc),
-                              span_s=span, per_source=per_source, peak_track=peaks.get(vid)))
+                              span_s=span, per_source=per_source, peak_track=peaks.get(vid),
+                              steps=steps, absent=absent if steps is not None else None, relevance=rel))
     timings["spans"] = (time.perf_counter() - t0) * 1e3
     timings["total"] = (time.perf_counter() - t_all) * 1e3
     return SearchResponse(query=query, hits=hits, rule=rule_obj.to_dict() if rule_obj else None,

@@ -103,7 +103,8 @@ def cmd_demo(args) -> int:
             for h in resp.hits:
                 span = f"{h.span_s[0]:.1f}-{h.span_s[1]:.1f} s" if h.span_s else "-"
                 tag = "  <- the real clip" if h.video_id == real else ""
-                print(f"  {h.rank}. {h.video_id:<28} score {h.score:.3f}  peak {span}{tag}")
+                rel = f"relevance {h.relevance:.0%}" if h.relevance is not None else "relevance -"
+                print(f"  {h.rank}. {h.video_id:<28} {rel:<14} peak {span}{tag}")
             if real and query == REAL_QUERY and real not in {h.video_id for h in resp.hits}:
                 print(f"  (the real clip {real} is not in the top 3)")
     return 0

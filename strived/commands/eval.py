@@ -32,6 +32,10 @@ def register(sub) -> None:
     p.add_argument("--fit-router", default=None, metavar="PATH",
                    help="also fit the fusion router on every query of this benchmark and write it to "
                         "PATH (strived.router/1 JSON; the shipped one is resources/router.json)")
+    p.add_argument("--fit-relevance", default=None, metavar="PATH",
+                   help="also fit the relevance estimate (probability a result matches) on this "
+                        "benchmark's queries and write it to PATH (strived.relevance/1 JSON; the shipped one "
+                        "is resources/relevance.json); held-out calibration is printed")
     p.add_argument("--rule-library", default=None, metavar="PATH",
                    help="score the rule methods with this rule library JSON (e.g. written by `strived "
                         "calibrate`) as it is, instead of the shipped one (no cross-fitting)")
@@ -78,6 +82,17 @@ def cmd_eval(args) -> int:
             fr.save(args.fit_router)
             print(f"wrote {args.fit_router} (router fitted on {fr.provenance['queries']} queries, "
                   f"{len(fr.cells)} query kinds)", file=sys.stderr)
+        if args.fit_relevance:
+            from ..evaluation.methods import fit_relevance_on_benchmark
+            from ..evaluation.runner import EvalContext
+
+            rm = fit_relevance_on_benchmark(EvalContext(bench, lib, None, args.cv),
+                                            {"items": args.items, "calibration_cv": args.cv})
+            rm.save(args.fit_relevance)
+            h = rm.provenance["heldout_leave_one_query_out"]
+            print(f"wrote {args.fit_relevance} (relevance fitted on {h['examples']} hits of {h['queries']} "
+                  f"queries; held out: calibration error {h['heldout_ece']:.3f}, Brier {h['heldout_brier']:.3f} "
+                  f"vs {h['baseline_brier']:.3f} for the base rate, AUC {h['heldout_auc']:.3f})", file=sys.stderr)
     print(format_table(res))
     if not args.quiet:
         print()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 
 from ._common import add_library_arg, load_json_file, parse_json_text, positive_int, print_json
 
@@ -27,11 +26,9 @@ def register(sub) -> None:
 
 def configured_llm():
     """The user's configured LLM client, or None (offline defaults everywhere)."""
-    try:
-        from ..llm.config import load_llm_config
-        from ..llm.client import LLMClient
-    except ImportError:
-        return None
+    from ..llm.client import LLMClient
+    from ..llm.config import load_llm_config
+
     cfg = load_llm_config()
     return LLMClient(cfg) if cfg.usable else None
 
@@ -41,6 +38,25 @@ def load_rule_library(path: str):
     from ..rulelib.library import RuleLibrary
 
     return RuleLibrary.load(path)
+
+
+def evidence_text(per_source: dict) -> str:
+    """Each source's evidence for one hit, in terms a user can read: ``rule 3/240 (p99, 0.82)``,
+    ``dense 2/240 (cos 0.61)``, ``bm25 -`` (not ranked), ``rule n/a`` (cannot evaluate)."""
+    parts = []
+    for s, d in per_source.items():
+        if d.get("status") == "cannot evaluate":
+            parts.append(f"{s} n/a")
+        elif not d.get("rank"):
+            parts.append(f"{s} -")
+        elif s == "rule":
+            parts.append(f"rule {d['rank']}/{d.get('of', '?')} (p{100 * d.get('percentile', 0):.0f}, "
+                         f"{d['score']:.2f})")
+        elif s == "dense":
+            parts.append(f"dense {d['rank']}/{d.get('of', '?')} (cos {d['score']:.2f})")
+        else:
+            parts.append(f"{s} {d['rank']}/{d.get('of', '?')}")
+    return "  ".join(parts)
 
 
 def parse_weights(text: str) -> dict[str, float]:
@@ -103,8 +119,20 @@ def cmd_search(args) -> int:
         print(f"note: {n}")
     if not resp.hits:
         print("no video matched")
+    if resp.hits:
+        print("  #  relevance  span            video                            evidence (rank of ranked; "
+              "rule percentile, dense cosine)")
     for h in resp.hits:
         span = f"{h.span_s[0]:6.1f}-{h.span_s[1]:5.1f}s" if h.span_s else " " * 13
-        src = "  ".join(f"{s}#{d['rank'] if d['rank'] else '-'}" for s, d in h.per_source.items())
-        print(f"{h.rank:3d}. {h.score:8.4f}  {span}  {h.video_id:<32} {src}")
+        rel = f"{h.relevance:9.0%}" if h.relevance is not None else f"{'-':>9}"
+        print(f"{h.rank:3d}. {rel}  {span}  {h.video_id:<32} {evidence_text(h.per_source)}")
+        if args.explain and h.steps:  # a sequence rule: which unit realised each step, and when
+            for st in h.steps:
+                who = "ego" if st["track"] < 0 else f"{st['cls']} #{st['track']}"
+                print(f"       step {st['step'] + 1} {st['name']}: {who}  "
+                      f"{st['span_s'][0]:.1f}-{st['span_s'][1]:.1f}s  (score {st['score']:.2f})")
+            for a in h.absent or []:
+                seen = "nothing in scope" if a["track"] is None else \
+                    f"{a['cls']} #{a['track']} at {a['time_s']:.1f}s"
+                print(f"       absent {a['name']}: factor {a['factor']:.2f} ({seen})")
     return 0

@@ -20,10 +20,8 @@ from .registry import EvalContext, MethodOutput, MethodUnavailable, method
 
 
 def _rulelib():
-    try:
-        from ..rulelib import library as L, resolve as R
-    except ImportError:
-        raise MethodUnavailable("the calibrated rule library (strived.rulelib) is not available") from None
+    from ..rulelib import library as L, resolve as R
+
     return L, R
 
 
@@ -90,6 +88,16 @@ def labels_from_queries(bench, videos: list[str]):
 
 def _transform(rule_d: dict, no_gates: bool, no_entity: bool) -> dict:
     d = copy.deepcopy(rule_d)
+    if "sequence" in d:
+        # a sequence rule: the ablation applies to its steps (a negation's gates are its scope)
+        for st in d["sequence"]:
+            if no_gates:
+                st["hard_gates"] = []
+            if no_entity and st.get("entity", {}).get("role", "object") == "object":
+                st["entity"].update({"class_filter": None, "selection": "any", "agg_mode": "any"})
+        if all(not st.get("hard_gates") and not st.get("soft_scores") for st in d["sequence"]):
+            return None
+        return d
     if no_gates:
         d["hard_gates"] = []
     if no_entity:
@@ -260,3 +268,45 @@ def fit_router_on_benchmark(ctx: EvalContext, provenance: dict | None = None):
     exs = [Example(q.text, _query_rankings(ctx, q, {}), set(q.relevant), set(q.ambiguous), query_kind(q.text))
            for q in ctx.bench.queries if q.relevant]
     return fit_router(exs, provenance={"benchmark": ctx.bench.name, **(provenance or {})})
+
+
+def relevance_groups(ctx: EvalContext, top: int = 50) -> list[tuple]:
+    """Per query: (feature rows, labels) of the full system's top ``top`` hits, searched the way
+    the "full" method does (cross-fitted rules and router weights when ``ctx.cv_folds``), so the
+    evidence is out-of-sample. Labels: 1 relevant, 0 not; ambiguous items are left out."""
+    import numpy as np
+
+    from ..retrieval.relevance import hit_features
+
+    out = []
+    for q in ctx.bench.queries:
+        hits, _ = rule_hits(ctx, q)
+        weights = _cv_router_weights(ctx, q, {}) if ctx.cv_folds and ctx.llm is None else None
+        try:
+            resp = search(ctx.library, q.text, sources=SOURCES, weights=weights, top_k=top, span_k=0,
+                          llm=ctx.llm, rule_hits=hits)
+        except SourceUnavailable as e:
+            raise MethodUnavailable(str(e)) from None
+        if sorted(resp.sources_used) != sorted(SOURCES):
+            raise MethodUnavailable(f"query {q.id}: sources {resp.sources_used} (all three are needed)")
+        items, amb = set(ctx.bench.item_ids), set(q.ambiguous)
+        rows, ys = [], []
+        for h in resp.hits:
+            if h.video_id not in items or h.video_id in amb:
+                continue
+            rows.append(hit_features(h.per_source, h.rank))
+            ys.append(1.0 if h.video_id in q.relevant else 0.0)
+        if rows:
+            out.append((np.vstack(rows), np.asarray(ys)))
+    return out
+
+
+def fit_relevance_on_benchmark(ctx: EvalContext, provenance: dict):
+    """The relevance model fitted on every query of the benchmark, with held-out figures."""
+    from ..retrieval.relevance import fit_with_heldout
+
+    model, metrics = fit_with_heldout(relevance_groups(ctx))
+    model.provenance = {"benchmark": ctx.bench.name, "sources": list(SOURCES),
+                        "hits_per_query": 50, **provenance, "heldout_leave_one_query_out": metrics}
+    return model
+
