@@ -322,8 +322,8 @@ class TrackColumns:
             def compute(d, idx):
                 k = (d, None if idx is None else idx.tobytes())
                 if k not in both:
-                    ss, vv = _subset(*self.series_for(field_name), idx)
-                    pos, neg = _window_change(ss, vv, window_s)
+                    pos, neg = _per_unit_chunks(*self.series_for(field_name), idx,
+                                                lambda ss, vv: _window_change(ss, vv, window_s))
                     both[("positive", k[1])], both[("negative", k[1])] = pos, neg
                 return both[k]
             for d in ("positive", "negative"):
@@ -385,7 +385,8 @@ class TrackColumns:
     def trend_run(self, field_name: str, direction: str) -> np.ndarray:
         """Per-track longest steady run in seconds (float64 [T])."""
         key = ("tr", field_name, direction)
-        return self._cached(key, lambda idx: _trend_run(*_subset(*self.series_for(field_name), idx), direction))
+        return self._cached(key, lambda idx: _per_unit_chunks(*self.series_for(field_name), idx,
+                                                              lambda ss, vv: _trend_run(ss, vv, direction)))
 
     def minmax(self, field_name: str) -> tuple[np.ndarray, np.ndarray]:
         mm = self._minmax_stacked(field_name)
@@ -393,11 +394,11 @@ class TrackColumns:
 
     def _minmax_stacked(self, field_name: str) -> np.ndarray:
         key = ("mm", field_name)
-        return self._cached(key, lambda idx: _cat2(_minmax(*_subset(*self.series_for(field_name), idx))))
+        return self._cached(key, lambda idx: _cat2(_per_unit_chunks(*self.series_for(field_name), idx, _minmax)))
 
     def mean(self, field_name: str) -> np.ndarray:
         key = ("mean", field_name)
-        return self._cached(key, lambda idx: _mean(*_subset(*self.series_for(field_name), idx)))
+        return self._cached(key, lambda idx: _per_unit_chunks(*self.series_for(field_name), idx, _mean))
 
     def fraction_satisfying(self, field_name: str, op: str, value: float) -> np.ndarray:
         """Per-track fraction of valid samples where op(field, value) holds (not cached)."""
@@ -455,6 +456,44 @@ def _subset(s: Series, v: np.ndarray, idx: np.ndarray | None) -> tuple[Series, n
     samples = np.repeat(s.start[idx] - start, length) + np.arange(total)
     return Series(owner=s.owner[idx], start=start, length=length, t=np.asarray(s.t)[samples], values={}), \
         np.asarray(v)[samples]
+
+
+#: samples per chunk of whole units when a feature is computed over a large corpus: bounds the
+#: temporary arrays (a few float64 copies of a chunk) whatever the library size
+CHUNK_SAMPLES = 2_000_000
+
+
+def _per_unit_chunks(s: Series, v: np.ndarray, idx: np.ndarray | None, fn):
+    """``fn(series, values) -> tuple of per-unit arrays`` for the units ``idx`` (None = all),
+    computed over chunks of whole units of at most `CHUNK_SAMPLES` samples (a unit longer than
+    that is a chunk of its own), in a thread pool (numpy releases the GIL in the kernels), and
+    concatenated in unit order. Reading a memory-mapped series chunk by chunk keeps the memory a
+    feature costs proportional to the chunk, not to the library."""
+    units = np.arange(s.n) if idx is None else np.asarray(idx)
+    if units.size == 0 or int(s.length[units].sum()) <= CHUNK_SAMPLES:
+        return fn(*_subset(s, v, idx))
+    cum = np.cumsum(s.length[units])
+    cuts = [0]
+    while cuts[-1] < units.size:
+        base = cum[cuts[-1] - 1] if cuts[-1] else 0
+        nxt = int(np.searchsorted(cum, base + CHUNK_SAMPLES, side="right"))
+        cuts.append(max(nxt, cuts[-1] + 1))
+    chunks = [units[a:b] for a, b in zip(cuts[:-1], cuts[1:])]
+
+    def run(ch):
+        return fn(*_subset(s, v, ch))
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    workers = max(1, min(len(chunks), os.cpu_count() or 1, 8))
+    if workers == 1:
+        parts = [run(ch) for ch in chunks]
+    else:
+        with ThreadPoolExecutor(workers, thread_name_prefix="strived-features") as ex:
+            parts = list(ex.map(run, chunks))
+    if isinstance(parts[0], tuple):
+        return tuple(np.concatenate([p[i] for p in parts]) for i in range(len(parts[0])))
+    return np.concatenate(parts)
 
 
 # ---------------------------------------------------------------------- kernels
