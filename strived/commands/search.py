@@ -40,6 +40,41 @@ def load_rule_library(path: str):
     return RuleLibrary.load(path)
 
 
+EXPLAIN_GATES_TOP = 5
+
+
+def gate_evidence(lib, resp, top: int) -> dict[str, list[dict]]:
+    """For the first ``top`` hits the rule judged: each gate of the rule that scored the video,
+    with the track (or the ego) that met it and when (`rules.explain.gate_witnesses`)."""
+    from ..engine import explain
+    from ..rules import parse_rule
+    from ..rules.explain import gate_witnesses
+
+    out = {}
+    for h in resp.hits[:top]:
+        rd = resp.rule_for(h.video_id)
+        if rd is None or "rule" not in h.per_source or not h.per_source["rule"].get("rank"):
+            continue
+        r = parse_rule(rd)
+        if not r.hard_gates:
+            continue
+        try:
+            out[h.video_id] = gate_witnesses(explain(lib, h.video_id, r), r)
+        except KeyError:
+            continue
+    return out
+
+
+def _gate_line(g: dict) -> str:
+    if not g["met"]:
+        return f"{g['gate']}: not met by any track"
+    who = "ego" if g["track"] < 0 else f"{g['cls']} #{g['track']}"
+    when = f"{g['first_s']:.1f}-{g['last_s']:.1f} s" if g.get("first_s") is not None else "-"
+    peak = " (the scoring track)" if g.get("is_peak_track") else (" (another track than the scoring one)"
+                                                                   if g["track"] >= 0 else "")
+    return f"{g['gate']}: met by {who}, {when}{peak}"
+
+
 def evidence_text(per_source: dict) -> str:
     """Each source's evidence for one hit, in terms a user can read: ``rule 3/240 (p99, 0.82)``,
     ``dense 2/240 (cos 0.61)``, ``bm25 -`` (not ranked), ``rule n/a`` (cannot evaluate)."""
@@ -95,8 +130,13 @@ def cmd_search(args) -> int:
         resp = search(lib, args.query, rule=rule, event=args.event, weights=weights,
                       sources=tuple(s.strip() for s in args.sources.split(",") if s.strip()),
                       top_k=args.top, llm=llm, rule_library=rule_library)
+        gates = gate_evidence(lib, resp, EXPLAIN_GATES_TOP) if args.explain else {}
     if args.json:
-        print_json(resp.to_dict())
+        d = resp.to_dict()
+        for h in d["hits"]:
+            if h["video_id"] in gates:
+                h["gates"] = gates[h["video_id"]]
+        print_json(d)
         return 0
     m = resp.match
     if args.explain and resp.rule is not None:
@@ -126,6 +166,8 @@ def cmd_search(args) -> int:
         span = f"{h.span_s[0]:6.1f}-{h.span_s[1]:5.1f}s" if h.span_s else " " * 13
         rel = f"{h.relevance:9.0%}" if h.relevance is not None else f"{'-':>9}"
         print(f"{h.rank:3d}. {rel}  {span}  {h.video_id:<32} {evidence_text(h.per_source)}")
+        for g in gates.get(h.video_id, []):
+            print(f"       gate {_gate_line(g)}")
         if args.explain and h.steps:  # a sequence rule: which unit realised each step, and when
             for st in h.steps:
                 who = "ego" if st["track"] < 0 else f"{st['cls']} #{st['track']}"

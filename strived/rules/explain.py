@@ -46,6 +46,9 @@ class Explanation:
     traces: list[TrackTrace]
     ego: TrackTrace | None = None
     gate_results: dict[str, bool] = field(default_factory=dict)
+    # for each gate: the unit (trace) that met it, preferring the peak track; None when none did
+    # (`gate_witnesses` turns it into who and when)
+    gate_met: dict[str, "TrackTrace | None"] = field(default_factory=dict)
     # sequence rules: how each step was realised (unit, anchor, span, score) and each negation
     steps: list = field(default_factory=list)
     absent: list = field(default_factory=list)
@@ -168,6 +171,7 @@ def explain_video(rec: VideoRecords, rule: Rule) -> Explanation:
             u.combined = np.ones(len(u.t))
 
     gate_results = {}
+    gate_units: dict[str, list] = {}
     for g in rule.hard_gates:
         name = g.describe()
         if g.field in EGO_FIELDS:
@@ -175,19 +179,21 @@ def explain_video(rec: VideoRecords, rule: Rule) -> Explanation:
         else:
             src = [u for u in units if u is not ego_trace]
         if g.min_time_fraction is None:
-            gate_results[name] = any(bool(u.gates[name].any()) for u in src)
+            met = [u for u in src if bool(u.gates[name].any())]
         else:
-            ok = False
+            met = []
             for u in src:
                 vals = [v for v in u.values[g.field] if not math.isnan(v)]
                 if vals and sum(op_holds(v, g.op, g.value) for v in vals) / len(vals) >= g.min_time_fraction - 1e-12:
-                    ok = True
-            gate_results[name] = ok
+                    met.append(u)
+        gate_results[name] = bool(met)
+        gate_units[name] = met
     hard_ok = all(gate_results.values())
 
     peak_track, span = None, None
+    peak = max(units, key=lambda u: (u.unit_score, -u.track)) if units else None
+    gate_met = {name: _gate_witness(met, peak) for name, met in gate_units.items()}
     if units and score > 0:
-        peak = max(units, key=lambda u: (u.unit_score, -u.track))
         peak_track = None if is_ego else peak.track
         # the same span the result list shows (one definition: peak_span)
         span = peak_span(rec, rule, peak_track)
@@ -195,7 +201,38 @@ def explain_video(rec: VideoRecords, rule: Rule) -> Explanation:
         span = (float(span[0]), float(span[1]))
     traces = [u for u in units if u is not ego_trace]
     return Explanation(video_id=rec.info.id, score=float(score), hard_ok=hard_ok, span_s=span,
-                       peak_track=peak_track, traces=traces, ego=ego_trace, gate_results=gate_results)
+                       peak_track=peak_track, traces=traces, ego=ego_trace, gate_results=gate_results,
+                       gate_met=gate_met)
+
+
+def _gate_witness(met: list, peak) -> "TrackTrace | None":
+    """Which unit met a gate, and when: the peak unit when it is among them (the explanation then
+    agrees with the score), else the best-scoring one that did."""
+    if not met:
+        return None
+    return peak if peak is not None and any(m is peak for m in met) else max(met, key=lambda m: (m.unit_score, -m.track))
+
+
+def gate_witnesses(expl: Explanation, rule: Rule) -> list[dict]:
+    """JSON-ready, one per gate: ``{"gate", "met", "track", "cls", "first_s", "last_s",
+    "fraction", "is_peak_track"}`` (track -1 = the ego series)."""
+    out = []
+    for g in rule.hard_gates:
+        name = g.describe()
+        u = expl.gate_met.get(name)
+        if u is None:
+            out.append({"gate": name, "met": False})
+            continue
+        held = np.asarray(u.gates[name], bool)
+        t = np.asarray(u.t, float)
+        vals = np.asarray(u.values[g.field], float)
+        ok = ~np.isnan(vals)
+        out.append({"gate": name, "met": True, "track": int(u.track), "cls": u.cls,
+                    "first_s": float(t[held][0]) if held.any() else None,
+                    "last_s": float(t[held][-1]) if held.any() else None,
+                    "fraction": float(held[ok].mean()) if ok.any() else None,
+                    "is_peak_track": expl.peak_track is not None and u.track == expl.peak_track})
+    return out
 
 
 def _directed(dv: np.ndarray, direction: str | None) -> np.ndarray:
