@@ -211,8 +211,8 @@ def _bm25_index(library, backend: str) -> BM25Index:
     if idx is None:
         ids, texts = load_summaries(library)
         if not ids:
-            raise SourceUnavailable("bm25", "no summaries yet: run ensure_text_index(library) "
-                                            "(`strived index` does it)")
+            raise SourceUnavailable("bm25", "no video summaries yet: they are written when indexing "
+                                            "or import finishes")
         idx = BM25Index(ids, texts, backend)
         with _lock:
             for k in [k for k in _bm25_cache if k[0] == key[0]]:
