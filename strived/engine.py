@@ -465,7 +465,12 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
         only = used[0]
         fused = [(v, scores[only][v]) for v in rankings[only]]
     else:
-        fused = weighted_rrf({s: rankings[s] for s in used}, w_used, rrf_k=rrf_k, top_k=top_k)
+        abstain = None
+        if "rule" in used and unjudged:
+            # videos the rule cannot evaluate get its expected term, not a silent 0 (fusion.py)
+            abstain = {"rule": (list(unjudged), max(0, len(library) - len(unjudged)))}
+        fused = weighted_rrf({s: rankings[s] for s in used}, w_used, rrf_k=rrf_k, top_k=top_k,
+                             abstain=abstain)
     fused = fused[:top_k]
 
     # spans: the rule's peak window for the top hits (records needed), else the dense segment

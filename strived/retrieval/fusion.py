@@ -2,23 +2,30 @@
 
     S(v) = sum_s w_s / (rrf_k + rank_s(v)),   rank_s in {1, 2, ...},   rrf_k = 60.
 
-A video absent from a source's ranking gets nothing from that source. Ties break on video id.
+A video absent from a source's ranking gets nothing from that source, except a video the source
+*could not judge* (``abstain``: e.g. the rule source on a video whose ego speed was never
+estimated): unknown is neither a match nor a non-match, so such a video gets that source's
+expected term over the videos it did judge, ``w_s * mean_v(1 / (rrf_k + rank_s(v)))`` with 0 for
+judged videos it did not rank. Ties break on video id.
 """
 
 from __future__ import annotations
 
 import heapq
 from operator import itemgetter
-from typing import Mapping, Sequence
+from typing import Collection, Mapping, Sequence
 
 RRF_K = 60
 
 
 def weighted_rrf(rankings: Mapping[str, Sequence[str]], weights: Mapping[str, float] | None = None,
-                 rrf_k: int = RRF_K, top_k: int | None = None) -> list[tuple[str, float]]:
+                 rrf_k: int = RRF_K, top_k: int | None = None,
+                 abstain: Mapping[str, tuple[Collection[str], int]] | None = None) -> list[tuple[str, float]]:
     """Fuse per-source rankings (best first). Unknown or missing weights count as 1.0 when
     ``weights`` is None (plain RRF) and 0.0 otherwise. Negative weights are rejected.
-    ``top_k`` keeps only the first ``top_k`` of the fused list (same order; faster)."""
+    ``top_k`` keeps only the first ``top_k`` of the fused list (same order; faster).
+    ``abstain``: source -> (videos it could not judge, number of videos it judged); see the
+    module doc."""
     if rrf_k < 0:
         raise ValueError("rrf_k must be >= 0")
     scores: dict[str, float] = {}
@@ -35,6 +42,15 @@ def weighted_rrf(rankings: Mapping[str, Sequence[str]], weights: Mapping[str, fl
         get = scores.get
         for rank, vid in enumerate(ranked, start=rrf_k + 1):
             scores[vid] = get(vid, 0.0) + w / rank
+    for source, (vids, n_judged) in (abstain or {}).items():
+        ranked = rankings.get(source, ())
+        w = 1.0 if weights is None else float(weights.get(source, 0.0))
+        if not vids or w == 0.0 or n_judged <= 0:
+            continue
+        expected = w * sum(1.0 / r for r in range(rrf_k + 1, rrf_k + 1 + len(ranked))) / n_judged
+        get = scores.get
+        for vid in vids:
+            scores[vid] = get(vid, 0.0) + expected
     # score descending, then id ascending
     if top_k is not None and 0 <= top_k < len(scores):
         if top_k == 0:

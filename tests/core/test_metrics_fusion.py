@@ -54,3 +54,23 @@ def test_rrf_plain_ties_and_k():
     assert weighted_rrf({"s": ["a"]}, rrf_k=0)[0][1] == pytest.approx(1.0)
     with pytest.raises(ValueError):
         weighted_rrf({"s": ["a"]}, {"s": -1.0})
+
+
+def test_rrf_gives_an_abstaining_source_its_expected_term():
+    """A video the rule could not judge is neither a match (top) nor a non-match (0): it gets the
+    rule's mean term over the videos the rule judged."""
+    from strived.retrieval.fusion import weighted_rrf
+
+    rankings = {"rule": ["a", "b"], "dense": ["u", "c", "a", "b"]}
+    # judged by the rule: a, b (ranked) and c (judged, no match); u: could not be judged
+    out = dict(weighted_rrf(rankings, {"rule": 1.0, "dense": 1.0}, rrf_k=0, abstain={"rule": (["u"], 3)}))
+    expected_rule = (1 / 1 + 1 / 2) / 3
+    assert abs(out["u"] - (1 / 1 + expected_rule)) < 1e-12
+    assert abs(out["c"] - 1 / 2) < 1e-12            # judged non-match: nothing from the rule
+    assert abs(out["a"] - (1 / 1 + 1 / 3)) < 1e-12
+    # without abstention the unknown video is treated like a judged non-match
+    plain = dict(weighted_rrf(rankings, {"rule": 1.0, "dense": 1.0}, rrf_k=0))
+    assert plain["u"] == 1.0
+    # a zero weight or nothing judged adds nothing
+    z = dict(weighted_rrf(rankings, {"rule": 0.0, "dense": 1.0}, rrf_k=0, abstain={"rule": (["u"], 3)}))
+    assert z["u"] == 1.0

@@ -119,3 +119,21 @@ def test_video_stored_before_availability_existed_is_judged_as_before(tmp_path):
     resp = engine.search(lib, "x", rule=RULE, sources=("rule",))
     assert resp.rule_unjudged == {} and [h.video_id for h in resp.hits] == ["old"]
     lib.close()
+
+
+def test_fusion_gives_an_unjudged_video_the_rules_expected_term(tmp_path):
+    """In a fused search the video the rule cannot judge is scored with the rule's expected term
+    (here: one judged video, ranked first, so 1/(k+1)), not with the 0 of a non-match."""
+    from strived.retrieval.fusion import RRF_K
+    from strived.retrieval.sources import ensure_text_index
+
+    lib = _library(tmp_path)
+    ensure_text_index(lib, dense=False)
+    resp = engine.search(lib, "a car and a truck", rule=RULE, sources=("rule", "bm25"),
+                         weights={"rule": 1.0, "bm25": 1.0})
+    hit = {h.video_id: h for h in resp.hits}
+    assert [v for v in resp.rankings["rule"]] == ["can"]
+    b = hit["video"].per_source["bm25"]
+    bm25_term = 1.0 / (RRF_K + b["rank"]) if b["rank"] else 0.0
+    assert abs(hit["video"].score - (bm25_term + 1.0 / (RRF_K + 1))) < 1e-12
+    lib.close()
