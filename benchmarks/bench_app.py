@@ -2,12 +2,17 @@
 start to a usable window with a 10k-video library (target ≤ 3 s), player seek on a 720p clip
 (target ≤ 50 ms).
 
-    QT_QPA_PLATFORM=offscreen .venv/bin/python benchmarks/bench_app.py [--work DIR] [--videos N]
+    QT_QPA_PLATFORM=offscreen .venv/bin/python benchmarks/bench_app.py [--work DIR] [--videos N] [--json PATH]
+
+``--json PATH`` also writes the figures (keys: seek {cold, after_scan}, seek_clip, cold_start
+{videos, wall_s, rc, ready}, search_stall and index_stall {ticks, p50_ms, p99_ms, max_ms, wall_s, ...});
+a cold start whose process failed has wall_s null and its error.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -125,7 +130,9 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "strived-bench-app"))
     ap.add_argument("--videos", type=int, default=10000)
+    ap.add_argument("--json", default=None, help="also write the figures to this JSON file")
     args = ap.parse_args()
+    fig: dict = {}
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     from PySide6.QtCore import QSettings
@@ -140,7 +147,9 @@ def main() -> int:
     if not clip720.exists():
         clip720 = work / "gen720.mp4"
         make_clip(clip720, n_frames=300, fps=30.0, size=(1280, 720))
-    print("seek 720p", clip720.name, bench_seek(app, str(clip720)), flush=True)
+    fig["seek_clip"] = clip720.name
+    fig["seek"] = bench_seek(app, str(clip720))
+    print("seek 720p", clip720.name, fig["seek"], flush=True)
 
     big = synthetic_library(work / f"lib{args.videos}", args.videos)
     ini = work / "settings.ini"
@@ -150,6 +159,10 @@ def main() -> int:
     wall = time.perf_counter() - t0
     print(f"cold start {args.videos} videos: process wall {wall:.2f} s; {out.stdout.strip()}",
           flush=True)
+    fig["cold_start"] = {"videos": args.videos, "wall_s": round(wall, 3) if out.returncode == 0 else None,
+                         "rc": out.returncode, "ready": out.stdout.strip()[-500:]}
+    if out.returncode != 0:
+        fig["cold_start"]["error"] = f"exit {out.returncode}: {out.stderr.strip()[-500:]}"
 
     settings = AppSettings(QSettings(str(ini), QSettings.Format.IniFormat))
     win = MainWindow(settings)
@@ -166,8 +179,12 @@ def main() -> int:
     win.search()
     run_until(app, lambda: got or (win._search_worker and win._search_worker.is_done and
                                    win._search_worker.error), 300)
-    print(f"searching {args.videos} videos ({time.perf_counter() - t0:.2f} s):", meter.stop(),
+    wall, stall = time.perf_counter() - t0, meter.stop()
+    print(f"searching {args.videos} videos ({wall:.2f} s):", stall,
           "error" if win._search_worker.error else "", win._search_worker.error or "", flush=True)
+    fig["search_stall"] = {"videos": args.videos, "wall_s": round(wall, 3), **stall}
+    if win._search_worker.error:
+        fig["search_stall"]["error"] = str(win._search_worker.error)
     win.close()
 
     vids = work / "index_videos"
@@ -186,8 +203,13 @@ def main() -> int:
     t0 = time.perf_counter()
     win.start_indexing(str(vids))
     run_until(app, lambda: win.index_worker.is_done, 600)
-    print(f"indexing 3 clips ({time.perf_counter() - t0:.1f} s):", meter.stop(), flush=True)
+    wall, stall = time.perf_counter() - t0, meter.stop()
+    print(f"indexing 3 clips ({wall:.1f} s):", stall, flush=True)
+    fig["index_stall"] = {"clips": 3, "wall_s": round(wall, 3), **stall}
     win.close()
+    if args.json:
+        Path(args.json).write_text(json.dumps(fig, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {args.json}")
     return 0
 
 

@@ -1,12 +1,14 @@
 """Perception benchmark: per-stage speed on real clips, overlays to check by eye, ranging error on KITTI.
 
     .venv/bin/python benchmarks/bench_perception.py [--bench ../shared/data/bench-dev] [--clips N]
-        [--overlays /tmp/perception_overlays] [--fps 10]
+        [--overlays /tmp/perception_overlays] [--fps 10] [--json PATH]
 
 Prints, per clip and overall: sampled frames, per-stage throughput (sampled frames per second of
 stage time), wall time, real-time factor (video seconds / wall seconds) and peak RSS. Then the cut-in
 check on kr_blackbox_test_video, then the ranging error on KITTI ground truth (boxes + GT depth in
 the records, KITTI camera: f=721.5 px, c_x=609.6, horizon=172.9 px, camera height 1.65 m).
+``--json PATH`` also writes the figures (keys: clips[], overall, stage_fps, peak_rss_mb,
+kitti_ranging, tracks_per_clip, skipped_clips; a stage that took no time has frames/s null).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def bench_clips(videos: Path, names: list[str], fps: float, overlays: Path | None) -> dict:
+def bench_clips(videos: Path, names: list[str], fps: float, overlays: Path | None, fig: dict) -> dict:
     from strived.perception.detect import make_detector
     from strived.perception.overlay import save_overlays
     from strived.perception.pipeline import PerceptionConfig, perceive_video
@@ -45,6 +47,7 @@ def bench_clips(videos: Path, names: list[str], fps: float, overlays: Path | Non
         path = videos / f"{name}.mp4"
         if not path.exists():
             print(f"skip {name}: not found")
+            fig.setdefault("skipped_clips", []).append(name)
             continue
         t0 = time.perf_counter()
         res = perceive_video(path, video_id=name, config=cfg, detector=det)
@@ -55,6 +58,10 @@ def bench_clips(videos: Path, names: list[str], fps: float, overlays: Path | Non
         print(f"{name:32s} {video_s:5.1f} s video, {n:4d} frames, wall {wall:5.1f} s, "
               f"RT x{video_s / wall:4.2f}, tracks {len(res.records.tracks):3d} | "
               + " ".join(f"{s}={stage_fps[s]:.0f}" for s in STAGES))
+        fig.setdefault("clips", []).append(
+            {"clip": name, "video_s": round(video_s, 3), "frames": n, "wall_s": round(wall, 3),
+             "realtime_factor": round(video_s / wall, 4), "tracks": len(res.records.tracks),
+             "stage_fps": {s: (round(v, 2) if np.isfinite(v) else None) for s, v in stage_fps.items()}})
         for s in STAGES:
             tot[s] += res.timings_s.get(s, 0.0)
         tot_n += n
@@ -70,6 +77,12 @@ def bench_clips(videos: Path, names: list[str], fps: float, overlays: Path | Non
           f"x{tot_video / max(tot_wall, 1e-9):.2f}, {tot_n / max(tot_wall, 1e-9):.1f} frames/s end to end")
     print("per-stage frames/s: " + ", ".join(f"{s} {tot_n / tot[s]:.0f}" for s in STAGES if tot[s] > 0))
     print(f"peak RSS {peak_rss_mb():.0f} MB")
+    if tot_n:
+        fig["overall"] = {"video_s": round(tot_video, 3), "frames": tot_n, "wall_s": round(tot_wall, 3),
+                          "realtime_factor": round(tot_video / max(tot_wall, 1e-9), 4),
+                          "fps_end_to_end": round(tot_n / max(tot_wall, 1e-9), 3)}
+        fig["stage_fps"] = {s: round(tot_n / tot[s], 2) for s in STAGES if tot[s] > 0}
+    fig["peak_rss_mb"] = round(peak_rss_mb(), 1)
     return recs
 
 
@@ -88,7 +101,9 @@ def cut_in_check(rec) -> None:
             print(f"    -> loc_x moves toward 0 ({x[0]:+.1f} -> {x[-1]:+.1f} m) while ahead")
 
 
-def kitti_ranging(records_dir: Path, max_distance_m: float = 40.0) -> None:
+def kitti_ranging(records_dir: Path, max_distance_m: float = 40.0) -> dict:
+    """Relative distance error per camera setting: {setting: {n, median_rel_err, p90_rel_err}}
+    (medians null when no box was usable)."""
     from strived.perception.geometry import CameraModel, horizon_from_boxes, range_boxes
     from strived.records import VideoRecords
 
@@ -124,12 +139,21 @@ def kitti_ranging(records_dir: Path, max_distance_m: float = 40.0) -> None:
         e2 = np.abs(z2 - gt) / gt
         rows["estimated horizon"].extend(e2[np.isfinite(e2)])
     print(f"\nKITTI ranging (GT boxes + GT depth from {len(files)} records files, objects < {max_distance_m:.0f} m):")
+    out: dict = {}
     for k, v in rows.items():
         v = np.array(v)
+        if not len(v):
+            print(f"  {k:18s}: n=0 (no KITTI records with boxes and ground-truth depth)")
+            out[k] = {"n": 0, "median_rel_err": None, "p90_rel_err": None,
+                      "reason": "no KITTI records with boxes and ground-truth depth"}
+            continue
         print(f"  {k:18s}: n={len(v)}, median relative distance error {np.median(v):.3f}, "
               f"P90 {np.percentile(v, 90):.3f}")
+        out[k] = {"n": int(len(v)), "median_rel_err": round(float(np.median(v)), 5),
+                  "p90_rel_err": round(float(np.percentile(v, 90)), 5)}
     for c, v in sorted(per_cls.items()):
         print(f"    {c:12s} n={len(v):5d} median {np.median(v):.3f}")
+    return out
 
 
 def main(argv=None) -> int:
@@ -139,18 +163,24 @@ def main(argv=None) -> int:
     ap.add_argument("--all", action="store_true", help="every clip in videos/")
     ap.add_argument("--fps", type=float, default=10.0)
     ap.add_argument("--overlays", default="/tmp/perception_overlays")
+    ap.add_argument("--json", default=None, help="also write the figures to this JSON file")
     a = ap.parse_args(argv)
     bench = Path(a.bench)
     if not bench.exists():
         print(f"no benchmark at {bench}", file=sys.stderr)
         return 2
     names = sorted(p.stem for p in (bench / "videos").glob("*.mp4")) if a.all else DEFAULT_CLIPS[: a.clips]
-    recs = bench_clips(bench / "videos", names, a.fps, Path(a.overlays) if a.overlays else None)
+    fig: dict = {"fps": a.fps}
+    recs = bench_clips(bench / "videos", names, a.fps, Path(a.overlays) if a.overlays else None, fig)
     if "kr_blackbox_test_video" in recs:
         cut_in_check(recs["kr_blackbox_test_video"])
-    kitti_ranging(bench / "records")
-    json.dump({k: len(r.tracks) for k, r in recs.items()}, sys.stdout)
+    fig["kitti_ranging"] = kitti_ranging(bench / "records")
+    fig["tracks_per_clip"] = {k: len(r.tracks) for k, r in recs.items()}
+    json.dump(fig["tracks_per_clip"], sys.stdout)
     print()
+    if a.json:
+        Path(a.json).write_text(json.dumps(fig, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {a.json}")
     return 0
 
 

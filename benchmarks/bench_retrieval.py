@@ -1,15 +1,19 @@
 """Per-query latency of the dense and sparse sources, the router and fusion at 1k and 10k videos.
 
     .venv/bin/python benchmarks/bench_retrieval.py [--sizes 1000 10000] [--bm25-sizes 1000 10000 100000]
+        [--reps 20] [--json PATH]
 
 Synthetic but realistic: summaries are drawn from the generated-summary vocabulary, vectors are
 random unit 384-d rows (5 segments per video, like 20 s clips at 4 s segments). Medians over
-repeated queries; the machine is shared, so read ratios more than absolute numbers.
+repeated queries; the machine is shared, so read ratios more than absolute numbers. ``--json PATH``
+also writes the figures (keys: bm25[], dense[], router_offline_ms, router_llm_cached_ms,
+query_embedding_ms (null with query_embedding_skipped = the reason), whole[], dense_vectors).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import statistics
 import sys
@@ -54,6 +58,7 @@ def _corpus(n: int, seed: int = 0) -> list[str]:
 def bench_bm25(sizes, reps):
     print("\n## BM25 (per query, median ms; index build s)")
     print(f"{'docs':>8} {'bm25s q':>9} {'rank_bm25 q':>12} {'bm25s build':>12} {'rank_bm25 build':>16} agree")
+    rows = []
     for n in sizes:
         ids, texts = [f"v{i:06d}" for i in range(n)], _corpus(n)
         t0 = time.perf_counter(); a = BM25Index(ids, texts, "bm25s"); ta = time.perf_counter() - t0
@@ -63,6 +68,9 @@ def bench_bm25(sizes, reps):
         qb = _median_ms(lambda i: b.search(QUERIES[i % len(QUERIES)], 1000), rb)
         agree = all([x for x, _ in a.search(q, 100)] == [x for x, _ in b.search(q, 100)] for q in QUERIES[:3])
         print(f"{n:>8} {qa:>9.2f} {qb:>12.2f} {ta:>12.2f} {tb:>16.2f} {agree}")
+        rows.append({"docs": n, "bm25s_ms": round(qa, 4), "rank_bm25_ms": round(qb, 4), "bm25s_build_s": round(ta, 4),
+                     "rank_bm25_build_s": round(tb, 4), "agree": agree})
+    return rows
 
 
 class _Emb:
@@ -73,7 +81,7 @@ def bench_dense(sizes, reps, segs=5):
     print("\n## Dense (384-d, 5 segments/video; per query, median ms)")
     print(f"{'videos':>8} {'rows':>7} {'exact':>8} {'hnsw':>8} {'recall@10':>10} {'hnsw build s':>13}")
     rng = np.random.default_rng(0)
-    out = {}
+    out = []
     for n in sizes:
         with tempfile.TemporaryDirectory() as d:
             idx = DenseIndex.open(d, _Emb(), exact_max_rows=1)   # force an HNSW graph too
@@ -93,7 +101,8 @@ def bench_dense(sizes, reps, segs=5):
                 h = {v for v, _, _ in idx.search_videos(q, 10, exact=False)}
                 rec.append(len(e & h) / 10)
             print(f"{n:>8} {n * segs:>7} {te:>8.2f} {th:>8.2f} {np.mean(rec):>10.3f} {tb:>13.1f}")
-            out[n] = (te, th)
+            out.append({"videos": n, "rows": n * segs, "exact_ms": round(te, 4), "hnsw_ms": round(th, 4),
+                        "recall_at_10": float(np.mean(rec)), "hnsw_build_s": round(tb, 3)})
     return out
 
 
@@ -121,16 +130,17 @@ def bench_router_and_cache(reps):
 
 
 def bench_query_embedding(reps):
+    """Median ms of one uncached MiniLM query embedding; (None, reason) when it cannot run."""
     try:
         from strived.retrieval.embedders import MiniLMTextEmbedder
         e = MiniLMTextEmbedder()
         e.embed_texts(["warm up"])
     except Exception as ex:  # noqa: BLE001
         print(f"\n(query embedding skipped: {ex})")
-        return None
+        return None, f"{type(ex).__name__}: {ex}"
     t = _median_ms(lambda i: e.embed_texts([QUERIES[i % len(QUERIES)] + f" {i}"]), reps)
     print(f"\n## Query embedding (MiniLM, CPU, uncached): {t:.1f} ms")
-    return t
+    return t, None
 
 
 def bench_full(n, reps, t_router, t_embed):
@@ -163,6 +173,7 @@ def bench_full(n, reps, t_router, t_embed):
         if t_embed is not None:
             print(f"+ query embedding uncached {t_embed:.1f} ms = {t + t_embed:.1f} ms "
                   "(a repeated query's vector is cached: 0 ms)")
+        return {"videos": n, "search_ms": round(t, 4), "dense_mode": "HNSW" if idx.uses_hnsw else "exact"}
 
 
 def main(argv=None) -> int:
@@ -170,13 +181,22 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
     ap.add_argument("--bm25-sizes", type=int, nargs="+", default=[1000, 10000, 100000])
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--json", default=None, help="also write the figures to this JSON file")
     a = ap.parse_args(argv)
-    bench_bm25(a.bm25_sizes, a.reps)
-    bench_dense(a.sizes, a.reps)
-    t_router, _ = bench_router_and_cache(a.reps)
-    t_embed = bench_query_embedding(a.reps)
-    for n in a.sizes:
-        bench_full(n, a.reps, t_router, t_embed)
+    fig: dict = {"reps": a.reps, "dense_vectors": "random",
+                 "dense_vectors_note": "random unit 384-d vectors: latency is real, ranking quality is not"}
+    fig["bm25"] = bench_bm25(a.bm25_sizes, a.reps)
+    fig["dense"] = bench_dense(a.sizes, a.reps)
+    t_router, t_cached = bench_router_and_cache(a.reps)
+    fig["router_offline_ms"], fig["router_llm_cached_ms"] = round(t_router, 5), round(t_cached, 5)
+    t_embed, why = bench_query_embedding(a.reps)
+    fig["query_embedding_ms"] = None if t_embed is None else round(t_embed, 3)
+    if why:
+        fig["query_embedding_skipped"] = why
+    fig["whole"] = [bench_full(n, a.reps, t_router, t_embed) for n in a.sizes]
+    if a.json:
+        Path(a.json).write_text(json.dumps(fig, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {a.json}")
     return 0
 
 

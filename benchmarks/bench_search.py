@@ -2,7 +2,7 @@
 synthetic videos, without an LLM and with a cached LLM answer.
 
     .venv/bin/python benchmarks/bench_search.py [--videos 1000 10000] [--keep DIR] [--reps 10]
-        [--dense auto|real|random] [--no-llm-case] [--profile]
+        [--dense auto|real|random] [--no-llm-case] [--profile] [--json PATH]
 
 Per size: builds (or, with ``--keep DIR``, reuses ``DIR/lib-N``) a library of N synthetic videos
 (`bench_core.make_video`: 20 s x 10 fps x 15 tracks), builds the BM25 summaries and segment texts
@@ -16,7 +16,12 @@ with the breakdown from ``resp.timings_ms``. The cached-LLM case points `strived
 OpenAI-compatible server on 127.0.0.1 that answers the matcher and router prompts validly; the
 second identical query must be served from the LLM cache (asserted: zero new requests).
 
-The machine may be shared: the load average is printed next to the figures.
+The machine may be shared: the load average is printed next to the figures. ``--json PATH`` also
+writes the figures: ``query_embedding`` and one entry of ``sizes`` per library size (videos,
+dense_vectors "real" or "random" - random vectors make dense ranking quality meaningless, their
+latency is real -, cold/warm p50/p95, the warm breakdown, the rule's us/video, the target, and
+``llm`` for the cached-LLM case or null when it was not run); ``dense_vectors_random`` is true when
+any size used random vectors.
 """
 
 from __future__ import annotations
@@ -76,7 +81,7 @@ def build_library(folder: Path, n: int, dense_mode: str) -> Library:
     if done.is_file():
         info = json.loads(done.read_text())
         print(f"reusing library {folder} ({info})")
-        return Library.open(folder)
+        return Library.open(folder), info.get("dense", "unknown")
     folder.mkdir(parents=True, exist_ok=True)
     lib = Library.open(folder, create=True)
     rng = np.random.default_rng(0)
@@ -118,7 +123,7 @@ def build_library(folder: Path, n: int, dense_mode: str) -> Library:
         rep = ensure_text_index(lib, emb)
         assert rep.dense_embedded == 0 and rep.texts_built == 0, rep
     done.write_text(json.dumps({"videos": n, "dense": dense_mode}))
-    return lib
+    return lib, dense_mode
 
 
 # ------------------------------------------------------------------------------------ fake LLM
@@ -159,17 +164,21 @@ def time_query_embedding(reps: int):
     print(f"query embedding (MiniLM, CPU): model load+first {load_s:.1f} s; uncached p50 "
           f"{statistics.median(unc):.1f} ms p95 {pct(unc, 95):.1f} ms; cached p50 "
           f"{statistics.median(cac) * 1e3:.1f} us  ({load()})")
-    return statistics.median(unc)
+    return {"model_load_first_s": round(load_s, 3), "uncached_p50_ms": round(statistics.median(unc), 3),
+            "uncached_p95_ms": round(pct(unc, 95), 3), "cached_p50_us": round(statistics.median(cac) * 1e3, 3),
+            "load": load()}
 
 
-def bench_size(lib: Library, n: int, reps: int, llm_case: bool, profile: bool):
+def bench_size(lib: Library, n: int, reps: int, llm_case: bool, profile: bool) -> dict:
+    """Times `engine.search` on one library; prints them and returns them (the JSON's ``sizes`` entry)."""
     from strived.retrieval import sources as S
 
     print(f"\n## engine.search at {n} videos  ({load()})")
     t0 = time.perf_counter()
     engine.search(lib, "warm up: caches columns, indexes, rule library")
+    first_search_ms = (time.perf_counter() - t0) * 1e3
     print(f"first search in the process (loads columns, BM25, dense index, rule library): "
-          f"{(time.perf_counter() - t0) * 1e3:.0f} ms")
+          f"{first_search_ms:.0f} ms")
     first = []
     for q in QUERIES:   # first use of each rule form on this library computes its window features
         t0 = time.perf_counter()
@@ -212,6 +221,16 @@ def bench_size(lib: Library, n: int, reps: int, llm_case: bool, profile: bool):
           f"(x{PAPER_RULE_MS / PAPER_RULE_N / (statistics.median(parts['rule']) / n):.0f})")
     target = "MET" if p50 <= 100 and statistics.median(cold) <= 100 else "MISSED"
     print(f"issue 4 target (<= 100 ms without LLM at {n}): {target}")
+    out = {"videos": n, "reps": reps, "queries": len(QUERIES), "load": load(),
+           "first_search_ms": round(first_search_ms, 2),
+           "first_use_p50_ms": round(statistics.median(first), 2), "first_use_max_ms": round(max(first), 2),
+           "cold_p50_ms": round(statistics.median(cold), 3), "cold_p95_ms": round(pct(cold, 95), 3),
+           "warm_p50_ms": round(p50, 3), "warm_p95_ms": round(pct(warm, 95), 3),
+           "warm_parts_p50_ms": {k: round(statistics.median(v), 4) for k, v in parts.items()},
+           "warm_parts_p95_ms": {k: round(pct(v, 95), 4) for k, v in parts.items()},
+           "hits": len(resp.hits),
+           "rule_us_per_video": round(statistics.median(parts["rule"]) / n * 1e3, 4),
+           "target_ms": 100.0, "target_met": target == "MET", "llm": None}
 
     if profile:
         import cProfile
@@ -250,6 +269,11 @@ def bench_size(lib: Library, n: int, reps: int, llm_case: bool, profile: bool):
               f"{len(QUERIES)} queries); repeated query p50 {statistics.median(again):.1f} ms "
               f"p95 {pct(again, 95):.1f} ms, 0 new requests (asserted); vs paper "
               f"x{PAPER_QUERY_S * 1e3 / statistics.median(again):.0f}  ({load()})")
+        out["llm"] = {"server": "fake loopback (matcher + router answers)",
+                      "first_p50_ms": round(statistics.median(first), 3), "requests": len(fake.requests),
+                      "repeat_p50_ms": round(statistics.median(again), 3), "repeat_p95_ms": round(pct(again, 95), 3),
+                      "repeat_new_requests": 0}
+    return out
 
 
 def main(argv=None) -> int:
@@ -261,24 +285,35 @@ def main(argv=None) -> int:
     ap.add_argument("--no-llm-case", action="store_true")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--build-only", action="store_true")
+    ap.add_argument("--json", default=None, help="also write the figures to this JSON file")
     a = ap.parse_args(argv)
     base = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="strived-bench-search-"))
     print(f"machine: {os.cpu_count()} CPUs; {load()}")
-    libs = {}
+    libs, dense_used = {}, {}
     for n in a.videos:
         mode = a.dense if a.dense != "auto" else ("real" if n <= 2000 else "random")
         print(f"\nlibrary of {n} videos (dense segment vectors: {mode}"
               f"{' - RANDOM unit vectors, not MiniLM: dense ranking quality is meaningless, latency is real' if mode == 'random' else ''})")
         t0 = time.perf_counter()
-        libs[n] = build_library(base / f"lib-{n}", n, mode)
+        libs[n], dense_used[n] = build_library(base / f"lib-{n}", n, mode)
         print(f"  ready in {time.perf_counter() - t0:.1f} s")
     if a.build_only:
         return 0
     print()
-    time_query_embedding(max(10, a.reps))
+    fig: dict = {"machine": {"cpus": os.cpu_count(), "load": load()}, "paper_query_ms": PAPER_QUERY_S * 1e3,
+                 "query_embedding": time_query_embedding(max(10, a.reps)), "sizes": []}
     for n in a.videos:
-        bench_size(libs[n], n, a.reps, not a.no_llm_case, a.profile)
+        r = bench_size(libs[n], n, a.reps, not a.no_llm_case, a.profile)
+        # what the dense index of this library holds (a reused --keep library keeps its build's mode)
+        r["dense_vectors"] = dense_used[n]
+        if dense_used[n] == "random":
+            r["dense_vectors_note"] = "RANDOM unit vectors, not MiniLM: dense ranking quality is meaningless, latency is real"
+        fig["sizes"].append(r)
         libs[n].close()
+    fig["dense_vectors_random"] = any(r["dense_vectors"] == "random" for r in fig["sizes"])
+    if a.json:
+        Path(a.json).write_text(json.dumps(fig, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {a.json}")
     if not a.keep:
         import shutil
         shutil.rmtree(base, ignore_errors=True)

@@ -1,5 +1,5 @@
-"""`strived bench`: run the speed benchmarks in one go and print ratios (fast path vs reference,
-latency vs the paper's, throughput, memory)."""
+"""`strived bench`: run the speed benchmarks in one go (each writes its figures as JSON) and print
+ratios (fast path vs reference, latency vs the paper's, throughput, memory)."""
 
 from __future__ import annotations
 
@@ -19,9 +19,11 @@ def register(sub) -> None:
                    help="scale: library sizes to build and measure (default 1000)")
     p.add_argument("--cache", default=None,
                    help="scale: folder for the built libraries and the embedding cache "
-                        "(default ~/.cache/strived/bench-scale)")
+                        "(default ~/.cache/strived/bench-scale; also passed to scale when it runs with the others)")
+    from ..evaluation.bench_runner import BENCH_ORDER
+
     p.add_argument("--only", default=None,
-                   help="comma-separated subset of core,perception,retrieval,calibration,app (default: all)")
+                   help=f"comma-separated subset of {','.join(BENCH_ORDER)} (default: all)")
     p.add_argument("--quick", action="store_true", help="small sizes (about a minute or two per benchmark)")
     p.add_argument("--json", dest="json_out", default=None, help="write every figure and ratio here")
     p.add_argument("--benchmarks", default=None,
@@ -33,11 +35,13 @@ def register(sub) -> None:
 def cmd_bench(args) -> int:
     if args.suite == "scale":
         return _cmd_scale(args)
-    from ..evaluation.report import format_bench, parse_only, run_benchmarks
+    from ..evaluation.bench_runner import parse_only, run_benchmarks
+    from ..evaluation.ratios import format_bench
 
     names = parse_only(args.only)
+    extra = {"scale": ["--cache", args.cache]} if args.cache else None
     res = run_benchmarks(names, quick=args.quick, bench_dir=Path(args.benchmarks) if args.benchmarks else None,
-                         timeout_s=args.timeout, echo=lambda s: print(s, file=sys.stderr, flush=True))
+                         timeout_s=args.timeout, extra=extra, echo=lambda s: print(s, file=sys.stderr, flush=True))
     print(format_bench(res))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(res, indent=2) + "\n")

@@ -3,12 +3,12 @@ speed benchmarks, and write a markdown report with PNG plots (README.md, eval.js
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
-from pathlib import Path
 
 from ._common import TerminalProgress
+
+DEFAULT_ONLY = "core,perception,retrieval,calibration,search"
 
 
 def register(sub) -> None:
@@ -25,8 +25,8 @@ def register(sub) -> None:
                    help="speed benchmarks to run for the performance section (default quick)")
     p.add_argument("--bench-json", default=None,
                    help="use the figures of an earlier `strived bench --json FILE` run instead of running them")
-    p.add_argument("--only", default="core,perception,retrieval,calibration",
-                   help="benchmarks for the performance section (default core,perception,retrieval,calibration)")
+    p.add_argument("--only", default=DEFAULT_ONLY,
+                   help=f"benchmarks for the performance section (default {DEFAULT_ONLY})")
     p.set_defaults(func=cmd_report)
 
 
@@ -46,34 +46,20 @@ def _cmdline(args) -> tuple[str, str]:
         rep += ["--bench-json", q(args.bench_json)]
     elif args.bench_mode != "quick":
         rep += ["--bench", args.bench_mode]
-    if args.only != "core,perception,retrieval,calibration":
+    if args.only != DEFAULT_ONLY:
         rep += ["--only", q(args.only)]
     return " ".join(rep), " ".join(["strived", "eval", *common])
 
 
 def cmd_report(args) -> int:
-    from ..errors import StrivedError
-    from ..evaluation.report import (
-        evaluate,
-        make_context,
-        parse_only,
-        run_benchmarks,
-        write_report,
-    )
+    from ..evaluation.bench_runner import load_bench_json, parse_only, run_benchmarks
+    from ..evaluation.report import evaluate, make_context, write_report
 
     names = parse_only(args.only)
     bench = None
     bench_cmd = ""
     if args.bench_json:
-        try:
-            bench = json.loads(Path(args.bench_json).read_text())
-        except (OSError, json.JSONDecodeError) as e:
-            raise StrivedError(f"--bench-json {args.bench_json}: {e}") from None
-        if not isinstance(bench, dict) or "ratios" not in bench or "benchmarks" not in bench:
-            raise StrivedError(f"--bench-json {args.bench_json}: not a `strived bench --json` file")
-        from ..evaluation.report import bench_ratios
-
-        bench["ratios"] = bench_ratios(bench)  # recomputed from the parsed figures
+        bench = load_bench_json(args.bench_json)  # ratios recomputed from the figures it holds
         bench_cmd = (f"strived bench{' --quick' if bench.get('mode') == 'quick' else ''} "
                      f"--only {','.join(bench['benchmarks'])} --json {shlex.quote(args.bench_json)}")
     prog = TerminalProgress()
