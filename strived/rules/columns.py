@@ -134,7 +134,13 @@ class TrackColumns:
         import json
         import shutil
 
-        tmp = cdir.with_name(cdir.name + ".tmp")
+        import os
+        import threading
+        import time
+
+        # a folder of this process and thread, renamed into place whole: two processes writing
+        # the cache of the same library at once never mix their files
+        tmp = cdir.with_name(f"{cdir.name}.tmp-{os.getpid()}-{threading.get_ident()}")
         try:
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
@@ -149,13 +155,22 @@ class TrackColumns:
             np.save(tmp / "track_cls.npy", self.track_cls)
             np.save(tmp / "track_ids.npy", self.track_ids)
             (tmp / "meta.json").write_text(json.dumps({"video_ids": self.video_ids, "cls_names": self.cls_names}))
-            if cdir.exists():
-                shutil.rmtree(cdir)
+            if (cdir / "meta.json").exists():       # another process finished the same cache first
+                shutil.rmtree(tmp, ignore_errors=True)
+                return
+            shutil.rmtree(cdir, ignore_errors=True)  # an incomplete one (no meta.json)
             tmp.rename(cdir)
-            # stale caches of older content versions go
+            # stale caches of older content versions go (another process's unfinished folder is
+            # left alone unless it is an hour old: that process died)
             for old in cdir.parent.iterdir():
-                if old.name != cdir.name and old.name.startswith("cols-"):
-                    shutil.rmtree(old, ignore_errors=True) if old.is_dir() else old.unlink(missing_ok=True)
+                if old.name == cdir.name or not old.name.startswith("cols-"):
+                    continue
+                try:
+                    if ".tmp-" in old.name and time.time() - old.stat().st_mtime < 3600:
+                        continue
+                except OSError:
+                    continue
+                shutil.rmtree(old, ignore_errors=True) if old.is_dir() else old.unlink(missing_ok=True)
         except OSError:
             shutil.rmtree(tmp, ignore_errors=True)  # a cache that cannot be written is only slower
 
@@ -261,7 +276,7 @@ class TrackColumns:
             return arr
         name = "-".join(str(k) for k in key).replace("/", "_")
         path = self.cache_dir / f"feat-{self.cache_tag}-{name}.npy"
-        arr = _try_load(path)
+        arr = _try_load(path, rows=len(ident))
         if arr is None:
             arr = self._reuse_older(name, role, ident, compute)
             if arr is None:
@@ -271,9 +286,14 @@ class TrackColumns:
         return arr
 
     def _reuse_older(self, name: str, role: str, ident: np.ndarray, compute):
+        def mtime(p: Path) -> float:
+            try:
+                return p.stat().st_mtime
+            except OSError:          # removed meanwhile by another process
+                return -1.0
         olds = sorted((p for p in self.cache_dir.glob(f"feat-*-{name}.npy")
-                       if not p.name.startswith(f"feat-{self.cache_tag}-")),
-                      key=lambda p: p.stat().st_mtime, reverse=True)
+                       if not p.name.startswith(f"feat-{self.cache_tag}-") and ".tmp" not in p.name),
+                      key=mtime, reverse=True)
         for old in olds:
             old_tag = old.name[len("feat-"):].split("-", 1)[0]
             vals = _try_load(old)
@@ -427,17 +447,30 @@ def track_identity(video_ident: np.ndarray, track_ids: np.ndarray) -> np.ndarray
         return (video_ident.astype(np.int64) * np.int64(1_000_003)) ^ track_ids.astype(np.int64)
 
 
-def _try_load(path: Path):
+def _try_load(path: Path, rows: int | None = None):
+    """A cached array, or None when it is missing, unreadable (truncated, deleted meanwhile) or of
+    the wrong length for this corpus: the caller then recomputes it, never scores with it."""
     try:
-        return np.load(path) if path.exists() else None
-    except (OSError, ValueError):
+        arr = np.load(path) if path.exists() else None
+    except (OSError, ValueError, EOFError):
         return None
+    if arr is not None and rows is not None and (arr.ndim == 0 or arr.shape[0] != rows):
+        return None
+    return arr
 
 
 def _atomic_save(path: Path, arr: np.ndarray) -> None:
-    tmp = path.with_name(path.name[:-4] + ".tmp.npy")
-    np.save(tmp, arr)
-    tmp.replace(path)
+    """Write ``path`` whole or not at all: a temporary file of this process and thread, then one
+    rename (two processes caching the same feature never write into one file)."""
+    import os
+    import threading
+
+    tmp = path.with_name(f"{path.name[:-4]}.{os.getpid()}-{threading.get_ident()}.tmp.npy")
+    try:
+        np.save(tmp, arr)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _cat2(mm: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
