@@ -24,10 +24,30 @@ def register(subparsers) -> None:
                    help="nanodet-g (default, offline), yolov3-tiny (offline), onnx:PATH (YOLO-style ONNX) or hf:DIR "
                         "(transformers object-detection folder)")
     p.add_argument("--ray", metavar="ADDRESS", default=None,
-                   help="run perception as Ray tasks on this cluster ('local' starts one)")
+                   help="run perception on this Ray cluster with Ray Data ('local' starts one; HOST:6379 "
+                        "joins a running cluster; videos must be on storage every node mounts at the same "
+                        "path; see docs/scale.md)")
+    p.add_argument("--ray-cpus", type=positive_float(max_value=256.0), default=1.0,
+                   help="CPUs each video's perception task asks the cluster for (default 1)")
+    p.add_argument("--ray-gpus", type=_gpus, default=0.0,
+                   help="GPUs (or a fraction) each task asks for, e.g. 0.25 to share a GPU by four (default 0)")
     p.add_argument("--retry-failed", action="store_true", help="retry files that failed before")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
+
+
+def _gpus(text: str) -> float:
+    """argparse type: a GPU share per task, 0 or more (finite)."""
+    import argparse
+    import math
+
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, found {text!r}") from None
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, found {text}")
+    return v
 
 
 class _Bar:
@@ -80,7 +100,8 @@ def run(args) -> int:
     bar = None if args.quiet else _Bar()
     try:
         rep = index_folder(args.folder, lib, sample_fps=args.fps, detector=args.detector, device=args.device,
-                           progress=bar, retry_failed=args.retry_failed, ray_address=args.ray)
+                           progress=bar, retry_failed=args.retry_failed, ray_address=args.ray,
+                           ray_cpus=args.ray_cpus, ray_gpus=args.ray_gpus)
         if not rep.cancelled and len(lib):
             from ..engine import build_text_index
 

@@ -169,7 +169,8 @@ def _perceive_local(items: list[IndexItem], cfg, detector, folder: Path, progres
 
 def index_folder(folder: str | os.PathLike, library, *, sample_fps: float = 10.0, detector=None,
                  device: str = "auto", config=None, progress: ProgressFn = None, cancel: CancelFn = None,
-                 retry_failed: bool = False, ray_address: str | None = None) -> IndexReport:
+                 retry_failed: bool = False, ray_address: str | None = None,
+                 ray_cpus: float = 1.0, ray_gpus: float = 0.0) -> IndexReport:
     """Index every video under ``folder`` into ``library`` (a ``strived.store.library.Library``).
 
     Incremental: files already indexed with the same size+mtime (or the same content hash) and the
@@ -211,7 +212,8 @@ def index_folder(folder: str | os.PathLike, library, *, sample_fps: float = 10.0
 
     if ray_address is not None:
         from .ray_backend import perceive_with_ray
-        results = perceive_with_ray(todo, cfg, ray_address, folder, cancel=cancel)
+        results = perceive_with_ray(todo, cfg, ray_address, folder, cancel=cancel,
+                                    cpus_per_task=ray_cpus, gpus_per_task=ray_gpus)
     else:
         results = _perceive_local(todo, cfg, detector, folder, progress, cancel, 0, total)
 
