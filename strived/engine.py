@@ -110,13 +110,11 @@ def resolve_query_rule(query: str, *, library=None, llm=None, event: str | None 
             raise StrivedError(f"no hand-written rule for event {event!r}")
         return parse_rule(d), {"event": event, "confidence": 1.0, "mode": "hand", "source": "hand",
                                "notices": []}
-    try:
-        from .rulelib.resolve import resolve_rule
-    except ImportError:
-        raise SourceUnavailable("rule", "the calibrated rule library is not installed (strived.rulelib)") from None
+    from .rulelib.resolve import resolve_rule
+
     rr = resolve_rule(query, library=rule_library, llm=llm, available_fields=available_fields)
-    return rr.rule, {"event": rr.event, "confidence": rr.confidence, "mode": rr.mode,
-                     "source": rr.source, "notices": list(rr.notices),
+    return rr.rule, {"event": rr.event, "confidence": rr.confidence, "p_event": rr.p_event,
+                     "mode": rr.mode, "source": rr.source, "notices": list(rr.notices),
                      "exemplar_event": rr.exemplar_event, "reason": rr.reason}
 
 
@@ -146,10 +144,8 @@ def resolve_profile_rules(query: str, *, library, llm=None) -> tuple[dict[str, R
     """The query's rule for each calibration profile present in ``library`` (videos perceived by
     our pipeline use the ``video`` profile, imported track records the ``tracks`` profile).
     Returns ({profile: rule}, match info of the main profile, with every profile's match)."""
-    try:
-        from .rulelib.library import PROFILES, load_default_library
-    except ImportError:
-        raise SourceUnavailable("rule", "the calibrated rule library is not installed (strived.rulelib)") from None
+    from .rulelib.library import PROFILES, load_default_library
+
     present = set(library.video_profiles().values()) or {"tracks"}
     rules, matches = {}, {}
     for p in PROFILES:
@@ -161,7 +157,7 @@ def resolve_profile_rules(query: str, *, library, llm=None) -> tuple[dict[str, R
     match = dict(matches[main])
     match["profile"] = main
     if len(matches) > 1:
-        match["profiles"] = {p: {k: m.get(k) for k in ("event", "confidence", "mode", "source")}
+        match["profiles"] = {p: {k: m.get(k) for k in ("event", "confidence", "p_event", "mode", "source")}
                              for p, m in matches.items()}
         for p, m in matches.items():
             for n in m.get("notices") or []:
@@ -233,27 +229,21 @@ def json_key(rule: Rule) -> str:
 
 
 def _dense(library, query: str, top_k: int | None):
-    try:
-        from .retrieval.sources import dense_ranking
-    except ImportError as e:
-        raise SourceUnavailable("dense", f"module missing ({e})") from None
+    from .retrieval.sources import dense_ranking
+
     return dense_ranking(library, query, top_k=top_k)
 
 
 def _bm25(library, query: str, top_k: int | None):
-    try:
-        from .retrieval.sources import bm25_ranking
-    except ImportError as e:
-        raise SourceUnavailable("bm25", f"module missing ({e})") from None
+    from .retrieval.sources import bm25_ranking
+
     return bm25_ranking(library, query, top_k=top_k)
 
 
 def route_weights(query: str, llm=None, library=None, mode: str = "auto") -> tuple[dict[str, float], str, str | None]:
     """(weights, router source, notice). Equal weights when no router module is present."""
-    try:
-        from .retrieval.router import route
-    except ImportError:
-        return {s: 1.0 for s in SOURCES}, "equal", "no fusion router installed: equal weights"
+    from .retrieval.router import route
+
     kind = "text"
     if library is not None:
         try:
@@ -270,17 +260,14 @@ def build_text_index(library, progress: ProgressFn = None, cancel: CancelFn = No
     BM25 texts and dense index, then the rule features of every calibrated library rule (so the
     first search of each event needs no feature computation). Returns a notice when a part is
     unavailable."""
+    from .retrieval.sources import ensure_text_index
+
     note = None
-    try:
-        from .retrieval.sources import ensure_text_index
-    except ImportError as e:
-        note = f"dense/BM25 indexing unavailable ({e})"
-    else:
-        rep = ensure_text_index(library, progress=progress, cancel=cancel)
-        if rep.dense_unavailable:
-            note = f"dense retrieval unavailable: {rep.dense_unavailable}"
-        elif rep.dense_rebuilt:
-            note = f"the dense index was damaged ({rep.dense_rebuilt}) and has been rebuilt"
+    rep = ensure_text_index(library, progress=progress, cancel=cancel)
+    if rep.dense_unavailable:
+        note = f"dense retrieval unavailable: {rep.dense_unavailable}"
+    elif rep.dense_rebuilt:
+        note = f"the dense index was damaged ({rep.dense_rebuilt}) and has been rebuilt"
     warm_rule_features(library, progress=progress, cancel=cancel)
     return note
 
@@ -288,10 +275,8 @@ def build_text_index(library, progress: ProgressFn = None, cancel: CancelFn = No
 def warm_rule_features(library, progress: ProgressFn = None, cancel: CancelFn = None) -> int:
     """Score every rule of the shipped library once, which computes and caches (on disk, per video)
     the window features they read. Returns the number of rules scored."""
-    try:
-        from .rulelib.library import load_default_library
-    except ImportError:
-        return 0
+    from .rulelib.library import load_default_library
+
     if len(library) == 0:
         return 0
     todo = {}
@@ -442,12 +427,9 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
 
     used = [s for s in sources if s in rankings]
     if "dense" in used or "bm25" in used:
-        try:
-            from .retrieval.sources import text_index_notice
+        from .retrieval.sources import text_index_notice
 
-            note = text_index_notice(library, [s for s in used if s in ("dense", "bm25")])
-        except ImportError:
-            note = None
+        note = text_index_notice(library, [s for s in used if s in ("dense", "bm25")])
         if note:
             notices.append(note)
     t0 = time.perf_counter()

@@ -94,10 +94,10 @@ def cmd_demo(args) -> int:
             except SourceUnavailable:
                 resp = search(lib, query, event=event, top_k=3)
             m = resp.match
-            conf = m.get("confidence")
-            print(f"  rule: event {m.get('event')} ({m.get('mode')}, confidence "
-                  f"{'-' if conf is None else f'{conf:.2f}'}); sources {', '.join(resp.sources_used)}; "
-                  f"{resp.timings_ms['total']:.0f} ms")
+            from .search import match_probabilities
+
+            print(f"  rule: event {m.get('event')} ({m.get('mode')}; {match_probabilities(m)}); "
+                  f"sources {', '.join(resp.sources_used)}; {resp.timings_ms['total']:.0f} ms")
             for n in resp.notices:
                 print(f"  note: {n}")
             for h in resp.hits:

@@ -75,6 +75,19 @@ def _gate_line(g: dict) -> str:
     return f"{g['gate']}: met by {who}, {when}{peak}"
 
 
+def match_probabilities(m: dict) -> str:
+    """The matcher's calibrated probabilities in words: that the event is the one asked for, and
+    that its calibrated rule fits the query as it is (the reuse-vs-adapt confidence, τ = 0.6)."""
+    conf, pe = m.get("confidence"), m.get("p_event")
+    if conf is None:
+        return "(rule given by the user)" if m.get("mode") == "user" else ""
+    if m.get("mode") == "hand":
+        return "(hand-written rule of the event)"
+    ev = f"P(event right) {pe:.2f}; " if pe is not None else ""
+    return f"{ev}P(rule fits as is) {conf:.2f}" + ("" if pe is not None or m.get("source") == "llm"
+                                                   else " (uncalibrated)")
+
+
 def evidence_text(per_source: dict) -> str:
     """Each source's evidence for one hit, in terms a user can read: ``rule 3/240 (p99, 0.82)``,
     ``dense 2/240 (cos 0.61)``, ``bm25 -`` (not ranked), ``rule n/a`` (cannot evaluate)."""
@@ -140,9 +153,8 @@ def cmd_search(args) -> int:
         return 0
     m = resp.match
     if args.explain and resp.rule is not None:
-        conf = m.get("confidence")
-        print(f"matched event: {m.get('event')}  confidence: "
-              f"{'-' if conf is None else f'{conf:.2f}'}  mode: {m.get('mode')} ({m.get('source')})")
+        print(f"matched event: {m.get('event')}  {match_probabilities(m)}  mode: {m.get('mode')} "
+              f"({m.get('source')})")
         if m.get("mode") == "adapted" and m.get("exemplar_event"):
             print(f"adapted from the calibrated rule of: {m['exemplar_event']}")
         if m.get("reason"):

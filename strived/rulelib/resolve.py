@@ -28,6 +28,9 @@ class ResolvedRule:
     notices: list[str] = field(default_factory=list)
     exemplar_event: str | None = None
     reason: str = ""
+    # calibrated probability that ``event`` is the event asked for (None: the matcher that
+    # answered is not calibrated, e.g. an LLM); ``confidence`` = P(the rule is reusable as is)
+    p_event: float | None = None
 
     def explain(self) -> str:
         """Human-readable summary (what `strived search --explain` prints)."""
@@ -38,6 +41,13 @@ class ResolvedRule:
         lines += [f"notice: {n}" for n in self.notices]
         lines.append(json.dumps(self.rule.to_dict(), indent=1))
         return "\n".join(lines)
+
+
+def _p(match: MatchResult | None) -> float | None:
+    import math
+
+    p = getattr(match, "p_event", None) if match is not None else None
+    return float(p) if p is not None and math.isfinite(p) else None
 
 
 def resolve_rule(query: str, library: RuleLibrary | None = None, llm=None, *,
@@ -57,7 +67,7 @@ def resolve_rule(query: str, library: RuleLibrary | None = None, llm=None, *,
             notices.append(f"LLM matcher unavailable, offline matcher used: {e}")
         if match is not None and match.event != "none" and match.confidence >= tau:
             return ResolvedRule(lib.rule(match.event), match.event, match.confidence, "reused",
-                                "llm", notices, match.event, match.reason)
+                                "llm", notices, match.event, match.reason, p_event=_p(match))
         if match is not None:
             exemplar = match.event if match.event in lib.entries else \
                 match_offline(query, lib, use_embeddings=use_embeddings).event
@@ -72,7 +82,7 @@ def resolve_rule(query: str, library: RuleLibrary | None = None, llm=None, *,
                                        "this library has them")
                         rule_d = {**rule_d, "hard_gates": kept}
                 return ResolvedRule(parse_rule(rule_d), match.event, match.confidence, "adapted",
-                                    "llm", notices, exemplar, match.reason)
+                                    "llm", notices, exemplar, match.reason, p_event=_p(match))
             except LLMError as e:
                 notices.append(f"LLM adapter failed, offline adapter used: {e}")
     off = match_offline(query, lib, use_embeddings=use_embeddings)
@@ -80,10 +90,10 @@ def resolve_rule(query: str, library: RuleLibrary | None = None, llm=None, *,
         match = off
     if match.event in lib.entries and match.confidence >= tau:
         return ResolvedRule(lib.rule(match.event), match.event, match.confidence, "reused",
-                            "offline", notices, match.event, match.reason)
+                            "offline", notices, match.event, match.reason, p_event=_p(match))
     exemplar_match = match if match.event in lib.entries else off
     rule_d, more = adapt_offline(query, exemplar_match, lib, available_fields)
     exemplar = rule_d.get("description", "").split("'")[1] if "'" in rule_d.get("description", "") \
         else exemplar_match.event
     return ResolvedRule(parse_rule(rule_d), match.event, match.confidence, "adapted", "offline",
-                        notices + more, exemplar, match.reason)
+                        notices + more, exemplar, match.reason, p_event=_p(match))
