@@ -34,6 +34,9 @@ MODELS = [
      "model: Apache-2.0 (sentence-transformers/all-MiniLM-L6-v2); package: MIT", "full"),
     ("Calibrated rule library (resources/rule_library.json)", "STRIVE-D",
      "Apache-2.0 (ours); calibrated on bench-dev labels, which are NOT bundled", "always"),
+    ("Matcher calibration and relevance model (resources/matcher_calibration.json, resources/relevance.json)",
+     "STRIVE-D", "Apache-2.0 (ours); fitted on our own paraphrase set and on bench-dev labels, which are NOT "
+     "bundled", "always"),
     ("Generated sample scenarios and clips", "strived/sample.py (rendered on the user's machine)",
      "public domain (generated)", "always"),
     ("Real sample clip (resources/sample/street_bus_passes.mp4, indexed by `strived demo`)",
