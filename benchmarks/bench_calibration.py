@@ -19,11 +19,11 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="also write the figures to this JSON file")
     args = ap.parse_args()
     from strived.rules.scorer import RuleScorer
-    from strived.rulelib.calibrate import calibrate_library
+    from strived.rulelib.fit.calibrate import calibrate_library
     from strived.rulelib.events import EVENT_KEYS
     from strived.rulelib.resolve import resolve_rule
     from strived.rulelib.library import load_default_library
-    from strived.rulelib.synthetic import synthetic_corpus
+    from strived.rulelib.fit.synthetic import synthetic_corpus
 
     t0 = time.perf_counter()
     recs, labels = synthetic_corpus(args.videos, seed=args.seed)

@@ -85,8 +85,8 @@ def _load_corpus(aux: str, profile: str | None = None):
 
 def run(args) -> int:
     from ..errors import StrivedError
-    from ..rulelib.calibrate import calibrate_library
-    from ..rulelib.weak_labels import (WeakLabels, labels_from_benchmark, labels_from_captions,
+    from ..rulelib.fit.calibrate import calibrate_library
+    from ..rulelib.fit.weak_labels import (WeakLabels, labels_from_benchmark, labels_from_captions,
                                        load_captions, load_label_file, marks_from_library)
     from ._common import TerminalProgress
 
@@ -99,7 +99,7 @@ def run(args) -> int:
     if args.captions:
         caps = load_captions(args.captions)
         if args.extractor == "llm":
-            from ..rulelib.llm_stages import llm_extractor
+            from ..rulelib.fit.llm_fit import llm_extractor
             ex = llm_extractor(llm)
             labels = labels.merge(labels_from_captions(caps, ex, "captions:llm"))
             if ex.n_fallbacks:
@@ -160,7 +160,7 @@ def run(args) -> int:
     out = {"library": str(args.out), "version": library.version,
            "events": [r.to_dict() for r in reports]}
     if args.cv:
-        from ..rulelib.crossval import cross_validate, format_cv_table
+        from ..rulelib.fit.crossval import cross_validate, format_cv_table
         folds, rows = cross_validate(scorer, labels, n_folds=args.cv, events=args.events, **kw)
         print(format_cv_table(folds, rows))
         out["crossval"] = {"folds": folds, "events": [r.to_dict() for r in rows]}

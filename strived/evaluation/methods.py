@@ -35,8 +35,8 @@ def _cv_libraries(ctx: EvalContext, profiles: bool = True):
     key = ("cv_libs", profiles)
     if key in ctx.cache:
         return ctx.cache[key]
-    from ..rulelib.calibrate import calibrate_library
-    from ..rulelib.crossval import make_folds
+    from ..rulelib.fit.calibrate import calibrate_library
+    from ..rulelib.fit.crossval import make_folds
 
     scorer = scorer_for(ctx.library)
     vids = [v for v in scorer.video_ids if v in set(ctx.bench.item_ids)]
@@ -71,7 +71,7 @@ def labels_from_queries(bench, videos: list[str]):
     of the event the offline matcher assigns to the query text; ``ambiguous`` items are ignored."""
     from ..rulelib.library import load_default_library
     from ..rulelib.matcher import match_offline
-    from ..rulelib.weak_labels import WeakLabels
+    from ..rulelib.fit.weak_labels import WeakLabels
 
     lib = load_default_library(calibrated=False)
     pos: dict[str, set[str]] = {}

@@ -23,7 +23,8 @@ import re
 
 from ..rules.model import parse_rule
 from .events import as_step, get_event
-from .matcher import EGO_OTHER, OTHER_EGO, MatchResult, qualifiers
+from .lexicon import EGO_OTHER, OTHER_EGO
+from .matcher import MatchResult, qualifiers
 
 CLOSE_GATE_M = 5.0
 EXTREME_CLOSE_GATE_M = 3.0

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .lexicon import EGO_OTHER, OTHER_EGO, extract_events_lexicon, most_specific
+
 # "when" is left out on purpose: "when we turn left" usually names a situation, not an order.
 _CONNECTIVE = re.compile(
     r"\b(and then|, then|then|followed by|after which|afterwards|after|before|while|"
@@ -108,9 +110,6 @@ def part_events(text: str, keys: set[str], inherit: str | None = None) -> list[s
     """Library events a part names, most specific first (the offline matcher without
     composition). ``inherit``: the other part's subject, for a part with none of its own
     ("a car cuts in and then brakes": the car brakes)."""
-    from .matcher import EGO_OTHER, OTHER_EGO, _specific
-    from .weak_labels import extract_events_lexicon
-
     subj = _subject(text) or inherit
     if _subject(text) is None and inherit is not None:   # "... and then turn left": we turn left
         text = ("we " if inherit == "ego" else "the vehicle ") + text
@@ -127,7 +126,7 @@ def part_events(text: str, keys: set[str], inherit: str | None = None) -> list[s
         hits.discard("object_departure")
     if {"cut_in", "cut_in_left", "cut_in_right"} & hits:
         hits -= {"collision", "ego_collision"}
-    return [k for k in _specific(hits) if k in keys]
+    return [k for k in most_specific(hits) if k in keys]
 
 
 # (kind, first-part events, second-part events) -> library composite event

@@ -36,8 +36,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .compose import compose_query
 from .events import EVENTS, get_event
-from .weak_labels import extract_events_lexicon
+from .lexicon import EGO_OTHER, OTHER_EGO, extract_events_lexicon, most_specific
 
 TAU_REUSE = 0.6
 CONDITION_CAP = 0.55
@@ -71,13 +72,6 @@ CLOSE = re.compile(r"\b(close|closely|near|nearby|tight|inches|narrow\w*)\b")
 EGO_SUBJECT = re.compile(r"\b(ego|we|i|our (car|vehicle)|my (car|vehicle)|the driver)\b")
 OTHER_SUBJECT = re.compile(r"\b(another|other|a|the) (car|vehicle|truck|bus|van|motorbike|"
                            r"motorcycle|scooter)\b|\b(ahead|in front|lead\w*)\b")
-
-# (ego event, other-vehicle analogue): used for the ego/other disambiguation
-EGO_OTHER = {"hard_brake": "lead_brake", "ego_brake": "lead_brake", "swerving": "lateral_movement",
-             "ego_lane_change": "lane_change", "ego_collision": "collision",
-             "sudden_stop": "lead_brake"}
-OTHER_EGO = {"lateral_movement": "swerving", "lane_change": "ego_lane_change",
-             "lead_brake": "ego_brake", "object_departure": "ego_pull_away"}
 
 _TOKEN = re.compile(r"[a-z][a-z\-']+")
 _STOP = set("a an the of to in on at by for with from our us we is are was be it its this that "
@@ -272,13 +266,6 @@ def embedding_similarity(query: str) -> list[tuple[str, float]] | None:
     return sorted(((e.key, float(s)) for e, s in zip(EVENTS, sims)), key=lambda kv: (-kv[1], kv[0]))
 
 
-def _specific(hits: set[str]) -> list[str]:
-    """Drop parents whose child also matched; order: children first, then inventory order."""
-    keep = [k for k in hits if not any(get_event(c).parent == k for c in hits)]
-    order = {e.key: i for i, e in enumerate(EVENTS)}
-    return sorted(keep, key=lambda k: (get_event(k).parent is None, order[k]))
-
-
 def match_offline(query: str, library=None, *, use_embeddings: bool = False,
                   compose: bool = True, calibration=True) -> MatchResult:
     """Closest library event and a confidence, without an LLM (see module doc).
@@ -292,8 +279,6 @@ def match_offline(query: str, library=None, *, use_embeddings: bool = False,
     qual = qualifiers(query)
     comp = None
     if compose:
-        from .compose import compose_query
-
         comp = compose_query(query, keys)
         if comp is not None:
             qual["composition"] = comp.to_dict()
@@ -315,7 +300,7 @@ def match_offline(query: str, library=None, *, use_embeddings: bool = False,
         hits -= {"collision", "ego_collision"}          # a cut-in is not a crash
     if "overtaken_left" in hits or "overtaken_right" in hits:
         hits -= {"lane_change", "object_departure"}
-    ranked = _specific(hits)
+    ranked = most_specific(hits)
     sims = list(lex)
     emb = embedding_similarity(query) if use_embeddings else None
     if emb:

@@ -6,10 +6,10 @@ import pytest
 from strived.errors import Cancelled
 from strived.rules.model import parse_rule
 from strived.rules.scorer import RuleScorer
-from strived.rulelib.calibrate import (average_precision_pessimistic, calibrate_event,
+from strived.rulelib.fit.calibrate import (average_precision_pessimistic, calibrate_event,
                                        calibrate_library, issue_tags)
 from strived.rulelib.library import RuleLibrary
-from strived.rulelib.synthetic import PLANTED, synthetic_corpus
+from strived.rulelib.fit.synthetic import PLANTED, synthetic_corpus
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +76,7 @@ def test_library_roundtrip(tmp_path, corpora):
 
 def test_bench_dev_crossval_and_cli(shared_dir, tmp_path):
     from strived.cli import main
-    from strived.rulelib.crossval import make_folds, group_of
+    from strived.rulelib.fit.crossval import make_folds, group_of
     bench = shared_dir / "data/bench-dev"
     out = tmp_path / "lib.json"
     assert main([ "calibrate", str(bench), "--benchmark-labels", "--out", str(out),

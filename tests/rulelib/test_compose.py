@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 
 from strived.rules import RuleScorer, parse_rule
-from strived.rulelib.calibrate import calibrate_event
+from strived.rulelib.fit.calibrate import calibrate_event
 from strived.rulelib.compose import split_query
 from strived.rulelib.events import EVENTS, get_event
 from strived.rulelib.library import RuleLibrary, load_default_library
-from strived.rulelib.optimizer import canonical_form, param_space
+from strived.rulelib.fit.optimizer import canonical_form, param_space
 from strived.rulelib.resolve import resolve_rule
-from strived.rulelib.synthetic import synthetic_corpus
-from strived.rulelib.weak_labels import WeakLabels
+from strived.rulelib.fit.synthetic import synthetic_corpus
+from strived.rulelib.fit.weak_labels import WeakLabels
 
 
 @pytest.mark.parametrize("query, kind, first, second", [

@@ -7,12 +7,13 @@ from strived.llm.errors import LLMError
 from strived.llm.local_server import free_port
 from strived.rules.model import parse_rule
 from strived.rules.scorer import RuleScorer
-from strived.rulelib.calibrate import calibrate_event
+from strived.rulelib.fit.calibrate import calibrate_event
 from strived.rulelib.events import EVENT_KEYS
 from strived.rulelib.library import RuleLibrary
-from strived.rulelib.llm_stages import extract_events_llm, llm_extractor, match_llm
+from strived.rulelib.fit.llm_fit import extract_events_llm, llm_extractor
+from strived.rulelib.llm_stages import match_llm
 from strived.rulelib.resolve import resolve_rule
-from strived.rulelib.synthetic import synthetic_corpus
+from strived.rulelib.fit.synthetic import synthetic_corpus
 
 
 def _down_client(tmp_path):

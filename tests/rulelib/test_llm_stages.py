@@ -17,15 +17,15 @@ from strived.llm.prompting import DATA_NOTICE
 from strived.errors import RuleError
 from strived.rules.model import parse_rule
 from strived.rules.scorer import RuleScorer
-from strived.rulelib.calibrate import LoopState, calibrate_event
+from strived.rulelib.fit.calibrate import LoopState, calibrate_event
 from strived.rulelib.library import RuleLibrary
-from strived.rulelib.llm_stages import (LLMProposer, adapt_llm, extract_events_llm, llm_extractor,
-                                        match_llm)
+from strived.rulelib.fit.llm_fit import LLMProposer, extract_events_llm, llm_extractor
+from strived.rulelib.llm_stages import adapt_llm, match_llm
 from strived.rulelib.matcher import match_offline
-from strived.rulelib.optimizer import get_at, param_space
+from strived.rulelib.fit.optimizer import get_at, param_space
 from strived.rulelib.resolve import resolve_rule
-from strived.rulelib.synthetic import synthetic_corpus
-from strived.rulelib.weak_labels import extract_events_lexicon
+from strived.rulelib.fit.synthetic import synthetic_corpus
+from strived.rulelib.fit.weak_labels import extract_events_lexicon
 
 
 @pytest.fixture(scope="module")

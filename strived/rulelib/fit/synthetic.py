@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..records import Track, VideoInfo, VideoRecords
+from ...records import Track, VideoInfo, VideoRecords
 from .weak_labels import WeakLabels
 
 PLANTED = ("cut_in_right", "ego_brake", "pedestrian_crossing", "lead_brake")

@@ -11,7 +11,7 @@
 AP is the only selection criterion. Ties in score are ranked pessimistically (positives after
 negatives), so a rule cannot gain AP from the order of video ids; ``ignore`` videos (ambiguous
 instances) take no part. Proposers: `optimizer.OptimizerProposer` (offline, seeded) and
-`llm_stages.LLMProposer`; an invalid proposal is a failed iteration, and the loop then uses the
+`llm_fit.LLMProposer`; an invalid proposal is a failed iteration, and the loop then uses the
 optimiser's proposal for that iteration.
 """
 
@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import RuleError
-from ..jobs import CancelFn, ProgressFn, check_cancel, report
-from ..rules.model import parse_rule
-from .events import get_event
+from ...errors import RuleError
+from ...jobs import CancelFn, ProgressFn, check_cancel, report
+from ...rules.model import parse_rule
+from ..events import get_event
 from .optimizer import OptimizerProposer, canonical_form, grid_distance
 from .weak_labels import WeakLabels
 
@@ -179,7 +179,7 @@ def calibrate_event(event: str, scorer, labels: WeakLabels, *, proposer: str = "
     opt = OptimizerProposer(form, field_stats, seed=seed)
     llm_prop = None
     if proposer == "llm":
-        from .llm_stages import LLMProposer
+        from .llm_fit import LLMProposer
         llm_prop = LLMProposer(llm, event, form, field_stats)
     start_ap, _, _ = ev(form)
     rep = EventReport(event, n_pos, n_neg, start_ap, start_ap, form, form)
@@ -258,8 +258,8 @@ def calibrate_library(scorer, labels: WeakLabels, events: list[str] | None = Non
     """
     import datetime
 
-    from .events import EVENT_KEYS
-    from .library import LibraryEntry, RuleLibrary
+    from ..events import EVENT_KEYS
+    from ..library import LibraryEntry, RuleLibrary
 
     base = base or RuleLibrary.uncalibrated()
     keys = list(events or EVENT_KEYS)
