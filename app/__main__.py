@@ -48,7 +48,16 @@ def main(argv: list[str] | None = None) -> int:
             win.close()
             app.quit()
         QTimer.singleShot(0, ready)
-    return app.exec()
+    rc = app.exec()
+    if win.busy_jobs:
+        # the window is closed and every job cancelled; one stuck in a model load or a long read
+        # would hold the process for seconds: the library is crash-safe, so leave without it
+        import os
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(rc)
+    return rc
 
 
 if __name__ == "__main__":

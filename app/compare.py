@@ -1,28 +1,87 @@
 """Side-by-side comparison: 2+ players on one clock, each aligned to its own event start.
 
 The shared clock is time relative to each clip's event start (t_rel = 0 at every event start);
-play, pause, seek and step act on all players together.
+play, pause, seek and step act on all players together. Under each player a plot of its rule
+signal (the soft score per track, the peak track thick) on the same relative time axis, with a
+playhead that follows the clock; a click in any plot moves every player there.
 """
 
 from __future__ import annotations
 
 import os
 
+import numpy as np
+import pyqtgraph as pg
 from PySide6.QtCore import QElapsedTimer, Qt, QTimer, Signal
 from PySide6.QtWidgets import (QGridLayout, QHBoxLayout, QLabel, QSlider, QToolButton, QVBoxLayout,
                                QWidget)
 
-from .player import PlayerWidget
+from .player import PlayerWidget, track_color
 
 SLIDER_STEPS_PER_S = 100
 
 
 class _Slot:
-    """One compared clip: its player, caption and event start."""
+    """One compared clip: its player, caption, signal plot and event start."""
 
-    def __init__(self, player: PlayerWidget, caption: QLabel, start_s: float, duration_s: float):
+    def __init__(self, player: PlayerWidget, caption: QLabel, start_s: float, duration_s: float,
+                 plot: "pg.PlotWidget | None" = None, playhead=None):
         self.player, self.caption = player, caption
         self.start_s, self.duration_s = start_s, duration_s
+        self.plot, self.playhead = plot, playhead
+        self.curves: dict[int, object] = {}       # track id -> PlotDataItem
+
+
+def _signal_plot(parent, explanation, start_s: float, peak_track, on_click):
+    """A small plot of ``explanation``'s soft score per track, x = t - event start (s)."""
+    pw = pg.PlotWidget(parent)
+    pw.setObjectName("comparePlot")
+    pw.setBackground("#15181d")
+    pw.setMinimumHeight(90)
+    pw.setMaximumHeight(140)
+    pi = pw.getPlotItem()
+    pi.setMenuEnabled(False)
+    pi.showGrid(x=True, y=True, alpha=0.15)
+    pi.getAxis("left").setWidth(34)
+    pi.getAxis("left").setLabel("soft", **{"font-size": "7pt"})
+    pi.getAxis("bottom").setLabel("t − t_event (s)", **{"font-size": "7pt"})
+    pi.setYRange(0, 1.05, padding=0)
+    pi.setMouseEnabled(x=False, y=False)
+    pi.addItem(pg.InfiniteLine(pos=0, angle=90, movable=False,
+                               pen=pg.mkPen(255, 200, 60, 160, width=1)))
+    curves = {}
+    traces = list(getattr(explanation, "traces", []) or []) if explanation is not None else []
+    for tr in traces:
+        try:
+            tid = int(tr.track)
+        except (TypeError, ValueError):
+            continue
+        if tid < 0 or not len(tr.t):
+            continue
+        hi = peak_track is not None and tid == int(peak_track)
+        col = track_color(tid)
+        c = pg.PlotDataItem(np.asarray(tr.t, float) - start_s, np.asarray(tr.combined, float),
+                            pen=pg.mkPen(col, width=3.0 if hi else 1.2), connect="finite")
+        if not hi:
+            c.setOpacity(0.6)
+        pi.addItem(c)
+        curves[tid] = c
+    if not curves:
+        msg = pg.TextItem("no rule signal for this clip", color="#8a9099", anchor=(0.5, 0.5))
+        pi.addItem(msg)
+        msg.setPos(0, 0.5)
+    head = pg.InfiniteLine(pos=0, angle=90, movable=False, pen=pg.mkPen("#ff5c5c", width=2))
+    head.setZValue(20)
+    pi.addItem(head)
+    pw.viewport().setMouseTracking(True)
+
+    def clicked(ev):
+        if ev.button() == Qt.MouseButton.LeftButton and \
+                pi.getViewBox().sceneBoundingRect().contains(ev.scenePos()):
+            on_click(float(pi.getViewBox().mapSceneToView(ev.scenePos()).x()))
+
+    pw.scene().sigMouseClicked.connect(clicked)
+    return pw, head, curves
 
 
 class CompareView(QWidget):
@@ -75,7 +134,10 @@ class CompareView(QWidget):
             s.player.shutdown()
             s.player.deleteLater()
             s.caption.deleteLater()
+            if s.plot is not None:
+                s.plot.deleteLater()
         self.slots = []
+        self.empty.setText("Select two or more results and press “Compare” (Ctrl+K).")
         self.empty.setVisible(not items)
         cols = 2 if len(items) <= 4 else 3
         for k, it in enumerate(items):
@@ -90,10 +152,30 @@ class CompareView(QWidget):
             box = QVBoxLayout()
             box.addWidget(cap)
             box.addWidget(p, 1)
+            plot = head = None
+            curves = {}
+            if "explanation" in it:
+                plot, head, curves = _signal_plot(self, it.get("explanation"), start,
+                                                  it.get("peak_track"), self._on_plot_clicked)
+                lo = -start
+                plot.getPlotItem().setXRange(lo, lo + max(dur, 0.1), padding=0.01)
+                box.addWidget(plot)
             self.grid.addLayout(box, k // cols, k % cols)
-            self.slots.append(_Slot(p, cap, start, dur))
+            slot = _Slot(p, cap, start, dur, plot, head)
+            slot.curves = curves
+            self.slots.append(slot)
         self._update_controls()
         self.seek(0.0)
+
+    def show_loading(self, n: int) -> None:
+        """While the compared clips' records and explanations load (a worker)."""
+        self.pause()
+        self.empty.setText(f"Loading {n} clips…")
+        self.empty.setVisible(True)
+
+    def _on_plot_clicked(self, t_rel: float) -> None:
+        self.pause()
+        self.seek(t_rel)
 
     @property
     def rel_range(self) -> tuple[float, float]:
@@ -117,6 +199,8 @@ class CompareView(QWidget):
         self.t_rel = max(lo, min(float(t_rel), hi))
         for s in self.slots:
             s.player.seek_time(s.start_s + self.t_rel)
+            if s.playhead is not None:
+                s.playhead.setValue(self.t_rel)
         self.slider.blockSignals(True)
         self.slider.setValue(int(round(self.t_rel * SLIDER_STEPS_PER_S)))
         self.slider.blockSignals(False)

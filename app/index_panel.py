@@ -78,31 +78,49 @@ class IndexPanel(QWidget):
         return it
 
     def on_progress(self, ev) -> None:
+        """One ``strived.jobs.ProgressEvent`` of ``index_folder`` (+ ``build_text_index``).
+
+        ``videos`` events (done/total videos, item = the finished file, message indexed/failed) set
+        the rows; ``frames`` events carry ``videos_done``/``videos_total`` (the engine's names), so
+        the overall bar and the ETA move while a video is being perceived."""
         stage = getattr(ev, "stage", "")
         item = getattr(ev, "item", None)
         extra = getattr(ev, "extra", {}) or {}
         frac = getattr(ev, "fraction", 0.0)
-        if stage in OVERALL_STAGES or ("total_videos" in extra):
-            self.bar.setValue(int(1000 * frac))
-            self.bar.setFormat(f"{ev.done} / {ev.total} videos  (%p%)")
-            el = time.monotonic() - self._t0
-            self.eta.setText(format_eta(el / frac * (1 - frac) if frac > 0.001 else None))
+        if stage in OVERALL_STAGES:
+            self._set_overall(ev.done, ev.total, frac)
             if item:
                 status = extra.get("status") or {"indexed": "done", "failed": "failed"}.get(
                     ev.message or "")
                 it = self._item(item)
                 if status:
-                    self._set_state(it, status, extra.get("error") or ev.message or "")
+                    self._set_state(it, status, extra.get("error") or
+                                    ("" if status == "done" else ev.message or ""))
+                    if self._current == item:
+                        self._current = None
                 elif self._current != item:
                     self._set_state(it, "indexing", ev.message or "")
                     self._current = item
         elif item and stage == "frames":
             it = self._item(item)
-            self._set_state(it, "indexing", "")
+            if self._current != item:
+                self._set_state(it, "indexing", "")
+                self._current = item
             it.setText(2, f"{100 * frac:3.0f}%")
-            self._current = item
-        elif stage in ("texts", "dense"):
-            self.title.setText(f"Updating the search index ({stage}): {ev.done}/{ev.total}")
+            n = int(extra.get("videos_total", extra.get("total_videos", 0)) or 0)
+            if n > 0:
+                k = int(extra.get("videos_done", extra.get("done_videos", 0)) or 0)
+                self._set_overall(k, n, min(1.0, (k + frac) / n))
+        elif stage in ("texts", "dense", "features"):
+            what = {"texts": "scene descriptions", "dense": "description embeddings",
+                    "features": "rule features"}[stage]
+            self.title.setText(f"Updating the search index ({what}): {ev.done}/{ev.total}")
+
+    def _set_overall(self, done: int, total: int, frac: float) -> None:
+        self.bar.setValue(int(1000 * frac))
+        self.bar.setFormat(f"{done} / {total} videos  (%p%)")
+        el = time.monotonic() - self._t0
+        self.eta.setText(format_eta(el / frac * (1 - frac) if frac > 0.001 else None))
 
     def _set_state(self, it: QTreeWidgetItem, state: str, message: str = "") -> None:
         it.setText(1, state)
@@ -121,6 +139,7 @@ class IndexPanel(QWidget):
     def finish(self, report=None, cancelled: bool = False, error: str | None = None) -> None:
         self.running = False
         self.cancel_button.setEnabled(False)
+        self.cancel_button.setText("Cancel")
         if report is not None and getattr(report, "cancelled", False):
             cancelled, report = True, None
         if report is not None:
@@ -143,10 +162,10 @@ class IndexPanel(QWidget):
             self.eta.setText("")
         elif error:
             self.title.setText(f"Indexing stopped: {error}")
-        if self._current and self._current in self._items:
-            it = self._items[self._current]
+        for it in self._items.values():       # a row whose last event never came
             if it.text(1) == "indexing":
-                self._set_state(it, "cancelled" if cancelled else "done")
+                self._set_state(it, "cancelled" if cancelled else ("failed" if error else "done"))
+        self._current = None
 
     @property
     def failed_items(self) -> list[str]:

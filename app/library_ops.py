@@ -49,6 +49,13 @@ def save_search(library, name: str, response, weights: dict | None = None) -> di
     return spec
 
 
+def saved_search_info(library, name: str) -> tuple[str, str] | None:
+    """(query, created_at) of the saved search ``name``, or None when there is none."""
+    row = library.conn.execute("SELECT query, created_at FROM saved_searches WHERE name=?",
+                               (name,)).fetchone()
+    return (row[0], row[1]) if row else None
+
+
 def list_saved(library) -> list[tuple[str, str, str]]:
     return [tuple(r) for r in library.conn.execute(
         "SELECT name, query, created_at FROM saved_searches ORDER BY created_at DESC, name")]

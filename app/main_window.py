@@ -1,19 +1,25 @@
-"""The main window: query bar, ranked results, player + WHY timeline, compare, rule editor,
-indexing panel and status bar. Every action calls the engine (``strived.engine``) in a worker."""
+"""The main window: menu bar, query bar, ranked results, player + WHY timeline, compare, rule
+editor, indexing panel and status bar. Every action calls the engine (``strived.engine``) in a
+worker; the UI thread and the library worker each use their own SQLite connection
+(``app/connections.py``)."""
 
 from __future__ import annotations
 
 import os
+import re
+import time
 
-from PySide6.QtCore import QStringListModel, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QKeySequence, QShortcut
-from PySide6.QtWidgets import (QAbstractItemView, QCompleter, QComboBox, QDockWidget, QFileDialog,
-                               QHBoxLayout, QHeaderView, QInputDialog, QLabel, QMainWindow, QMenu,
-                               QPushButton, QSplitter, QTableView, QTabWidget, QToolBar, QVBoxLayout,
-                               QWidget)
+from PySide6.QtCore import QByteArray, QStringListModel, Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import QAction, QDesktopServices, QKeySequence
+from PySide6.QtWidgets import (QAbstractItemView, QApplication, QComboBox, QCompleter, QDialog,
+                               QDialogButtonBox, QDockWidget, QFileDialog, QHBoxLayout,
+                               QHeaderView, QInputDialog, QLabel, QMainWindow, QMenu, QMessageBox,
+                               QPlainTextEdit, QProgressBar, QPushButton, QSplitter, QTableView,
+                               QTabWidget, QToolBar, QVBoxLayout, QWidget)
 
 from . import library_ops as ops
 from .compare import CompareView
+from .connections import LibraryConnections, library_job
 from .errors import ErrorPresenter
 from .index_panel import IndexPanel
 from .player import PlayerWidget
@@ -22,6 +28,11 @@ from .rule_editor import RuleEditor
 from .settings import AppSettings, SettingsDialog
 from .timeline import TimelineWidget
 from .workers import JobQueue, Worker
+
+#: how long closing waits for jobs that cannot stop at once (a model load): the window goes at once,
+#: the job's own connection closes when it ends, and ``python -m app`` exits without waiting
+CLOSE_WAIT_INDEX_MS = 1500
+CLOSE_WAIT_JOBS_MS = 150
 
 
 def index_job(folder: str, library_folder: str, *, sample_fps: float, device: str,
@@ -47,6 +58,13 @@ def index_job(folder: str, library_folder: str, *, sample_fps: float, device: st
         lib.close()
 
 
+def search_job(library, query: str, *, progress=None, cancel=None, **kwargs):
+    """``engine.search`` on the library worker's own connection."""
+    from strived import engine
+
+    return engine.search(library, query, progress=progress, cancel=cancel, **kwargs)
+
+
 def inspect_job(library, video_id: str, rule: dict | None):
     """Records (for box overlays) and the rule's explanation (for the timeline) of one video."""
     from strived import engine
@@ -56,50 +74,223 @@ def inspect_job(library, video_id: str, rule: dict | None):
     return rec, exp
 
 
+def compare_job(library, items: list[dict]) -> list[dict]:
+    """Records and the rule's explanation of each compared video (the plots under the players)."""
+    from strived import engine
+
+    out = []
+    for it in items:
+        it = dict(it)
+        it["records"] = library.get_video(it["video_id"])
+        try:
+            it["explanation"] = engine.explain(library, it["video_id"], it["rule"]) \
+                if it.get("rule") else None
+        except Exception as exc:  # noqa: BLE001 - a clip without a plot is still compared
+            it["explanation"], it["explain_error"] = None, str(exc)
+        out.append(it)
+    return out
+
+
+_NOT_READY = {"bm25": "keyword search", "dense": "description search"}
+
+
+def gui_notices(notices, indexing: bool = False) -> tuple[list[str], bool]:
+    """Engine notices in words for a GUI user (no CLI commands or Python calls). Returns the
+    notices and whether some source was skipped because the search index is not built yet."""
+    out: list[str] = []
+    missing: list[str] = []
+    for n in notices or []:
+        if not n:
+            continue
+        low = n.lower()
+        m = re.match(r"(bm25|dense) source skipped: (.*)", n, re.S)
+        if m and any(k in low for k in ("ensure_text_index", "summaries", " is empty",
+                                         "not built", "when indexing")):
+            missing.append(_NOT_READY[m.group(1)])
+            continue
+        n = re.sub(r"\s*\((?:[^()]*?)`[^`]*`[^()]*\)", "", n)        # "(`strived check --repair`)"
+        n = re.sub(r"run `?ensure_text_index\([^)]*\)`?", "index a folder", n)
+        n = re.sub(r"`strived (index|import)[^`]*`", "File → Index folder…", n)
+        n = re.sub(r"`strived check[^`]*`", "re-indexing", n)
+        out.append(n)
+    if missing:
+        what = " and ".join(missing)
+        when = ("indexing is running; they become available when it finishes" if indexing else
+                "they are built when a folder is indexed (File → Index folder…)")
+        out.insert(0, f"{what[0].upper()}{what[1:]} not ready yet: {when}. "
+                      "These results come from the other sources.")
+    return out, bool(missing)
+
+
+class ShortcutsDialog(QDialog):
+    """Help → Keyboard shortcuts: every menu action with its keys."""
+
+    def __init__(self, rows: list[tuple[str, str, str]], parent=None):
+        super().__init__(parent)
+        self.setWindowTitle("Keyboard shortcuts")
+        text = QPlainTextEdit(self)
+        text.setReadOnly(True)
+        width = max((len(f"{m} › {a}") for m, a, _k in rows), default=10) + 2
+        text.setPlainText("\n".join(f"{f'{m} › {a}':<{width}}{k}" for m, a, k in rows))
+        text.setObjectName("shortcuts")
+        f = text.font()
+        f.setFamily("DejaVu Sans Mono")
+        text.setFont(f)
+        self.text = text
+        bb = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, self)
+        bb.rejected.connect(self.close)
+        lay = QVBoxLayout(self)
+        lay.addWidget(text, 1)
+        lay.addWidget(bb)
+        self.resize(560, 520)
+
+
 class MainWindow(QMainWindow):
-    """STRIVE-D's main window; ``library`` is a strived Library or None until one is opened."""
+    """STRIVE-D's main window; ``library`` is the UI thread's Library (None until one is open)."""
 
     library_opened = Signal(str)
     search_finished = Signal(object)
+    search_cancelled = Signal()
     inspect_finished = Signal(str)
+    compare_ready = Signal()
 
     def __init__(self, settings: AppSettings | None = None, library_path: str | None = None):
         super().__init__()
         self.setWindowTitle("STRIVE-D")
+        self.setObjectName("mainWindow")
         self.settings = settings or AppSettings()
         self.library = None
+        self.conns: LibraryConnections | None = None
         self.library_path = ""
         self.response = None
         self.presenter = ErrorPresenter(self)
-        self.jobs = JobQueue(1, self)           # library work: searches, explanations
+        # library work (searches, explanations) on one long-lived thread with its own connection
+        self.jobs = JobQueue(1, self, keep_threads=True)
         self.index_jobs = JobQueue(1, self)     # indexing has its own pool: search stays usable
         self._search_worker: Worker | None = None
+        self._search_t0 = 0.0
         self._inspect_worker: Worker | None = None
+        self._compare_worker: Worker | None = None
         self.index_worker: Worker | None = None
         self._index_folder = ""
+        self._results_stale = False             # shown while the search index was incomplete
+        self._base_response = None              # the last search (not re-rank): Reset's target
+        self._mark_undo: list[list[tuple]] = []
+        self._mark_redo: list[list[tuple]] = []
+        self.close_s: float | None = None
         self._build()
         self.resize(1440, 900)
+        self.restore_window_state()
         if library_path:
             QTimer.singleShot(0, lambda: self.open_library(library_path))
 
     # ------------------------------------------------------------------ layout
+    def _action(self, text: str, slot, shortcut=None, tip: str = "", checkable: bool = False
+                ) -> QAction:
+        a = QAction(text, self)
+        if isinstance(shortcut, QKeySequence.StandardKey):
+            a.setShortcuts(shortcut)             # every binding of the platform (Redo: two)
+        elif shortcut is not None:
+            keys = shortcut if isinstance(shortcut, (list, tuple)) else [shortcut]
+            a.setShortcuts([k if isinstance(k, QKeySequence) else QKeySequence(k) for k in keys])
+        if tip:
+            a.setStatusTip(tip)
+            a.setToolTip(tip)
+        a.setCheckable(checkable)
+        a.triggered.connect(slot)
+        self.addAction(a)                         # shortcuts work while the menu bar is hidden too
+        return a
+
     def _build(self) -> None:
-        tb = QToolBar("Main", self)
-        tb.setMovable(False)
-        self.addToolBar(tb)
-        self.act_open = QAction("Open library…", self, triggered=self._on_open_triggered)
-        self.act_new = QAction("New library…", self, triggered=self._on_new_triggered)
-        self.act_index = QAction("Index folder…", self, triggered=self._on_index_triggered)
-        self.act_export = QAction("Export…", self, shortcut=QKeySequence("Ctrl+E"),
-                                  triggered=self.export_results)
-        self.act_compare = QAction("Compare", self, shortcut=QKeySequence("Ctrl+K"),
-                                   triggered=self.compare_selected)
-        self.act_save = QAction("Save search…", self, shortcut=QKeySequence("Ctrl+S"),
-                                triggered=self._on_save_search_triggered)
+        SK = QKeySequence.StandardKey
+        A = self._action
+        self.act_open = A("Open library…", self._on_open_triggered, SK.Open,
+                          "Open a STRIVE-D library, or a video folder to index")
+        self.act_open_videos = A("Open video folder…", self._on_open_videos_triggered,
+                                 "Ctrl+Shift+O", "Index a dashcam folder into its own library")
+        self.act_new = A("New library…", self._on_new_triggered, SK.New)
+        self.act_index = A("Index folder…", self._on_index_triggered, "Ctrl+I",
+                           "Add a folder's videos to this library")
+        self.act_export = A("Export…", self.export_results, "Ctrl+E",
+                            "Export the selected results (all when one is selected)")
+        self.act_compare = A("Compare", self.compare_selected, "Ctrl+K",
+                             "Play the selected results side by side, aligned at their events")
+        self.act_save = A("Save search…", self._on_save_search_triggered, SK.Save)
+        self.act_settings = A("Settings…", self._on_settings_triggered, "Ctrl+,")
+        self.act_quit = A("Quit", self.close, "Ctrl+Q")
+        self.act_welcome = A("Welcome", lambda: self.show_welcome())
+        self.act_shortcuts = A("Keyboard shortcuts", self.show_shortcuts, SK.HelpContents)
+        self.act_about = A("About STRIVE-D", self.show_about)
+        self.act_undo = A("Undo", self.undo, SK.Undo)
+        self.act_redo = A("Redo", self.redo, SK.Redo)
+        self.act_find = A("Find…", self.focus_query, [QKeySequence(SK.Find), QKeySequence("Ctrl+L")],
+                          "Type a new query")
+        self.act_mark_yes = A("Mark relevant", lambda: self.mark_current(True), "R")
+        self.act_mark_no = A("Mark not relevant", lambda: self.mark_current(False), "N")
+        self.act_mark_clear = A("Clear mark", lambda: self.mark_current(None), "Delete")
+        self.act_marks_clear_all = A("Clear all marks of this search", self.clear_all_marks)
+        self.act_fullscreen = A("Full screen", self.toggle_full_screen, SK.FullScreen,
+                                checkable=True)
+        self.act_tab_inspect = A("Inspect", lambda: self.tabs.setCurrentIndex(0), "Ctrl+1")
+        self.act_tab_compare = A("Compare view", lambda: self.tabs.setCurrentIndex(1), "Ctrl+2")
+        self.act_tab_rule = A("Rule", lambda: self.tabs.setCurrentIndex(2), "Ctrl+3")
+        self.act_boxes = A("Boxes and track ids", lambda on: self.player.set_overlay(on), "B",
+                           checkable=True)
+        self.act_boxes.setChecked(True)
+        self.act_play = A("Play / pause", self._on_space, "Space")
+        self.act_next_frame = A("Next frame", lambda: self._on_arrow(1), "Right")
+        self.act_prev_frame = A("Previous frame", lambda: self._on_arrow(-1), "Left")
+        self.act_next_10 = A("Forward 10 frames", lambda: self._on_arrow(10), "Shift+Right")
+        self.act_prev_10 = A("Back 10 frames", lambda: self._on_arrow(-10), "Shift+Left")
+        self.act_event_start = A("Go to the event start", self.go_to_event_start, "Home")
+        self.act_search = A("Search", lambda: self.search(), None,
+                            "Search the library for the query")
+        self.act_cancel_search = A("Cancel search", self.cancel_search, "Esc")
+        self.act_next_result = A("Next result", lambda: self.select_result(1),
+                                 ["Ctrl+Down", "Ctrl+J"])
+        self.act_prev_result = A("Previous result", lambda: self.select_result(-1),
+                                 ["Ctrl+Up", "Ctrl+Shift+J"])
+        self.act_edit_rule = A("Edit the rule", lambda: self.tabs.setCurrentWidget(
+            self.rule_editor), "Ctrl+R")
         self.saved_menu = QMenu("Saved searches", self)
         self.saved_menu.aboutToShow.connect(self._on_saved_menu_about_to_show)
-        self.act_settings = QAction("Settings…", self, triggered=self._on_settings_triggered)
-        self.act_welcome = QAction("Welcome", self, triggered=lambda: self.show_welcome())
+
+        mb = self.menuBar()
+        m_file = mb.addMenu("&File")
+        for a in (self.act_open, self.act_open_videos, self.act_new, None, self.act_index, None,
+                  self.act_save):
+            m_file.addSeparator() if a is None else m_file.addAction(a)
+        m_file.addMenu(self.saved_menu)
+        for a in (self.act_export, None, self.act_settings, None, self.act_quit):
+            m_file.addSeparator() if a is None else m_file.addAction(a)
+        m_edit = mb.addMenu("&Edit")
+        for a in (self.act_undo, self.act_redo, None, self.act_find, None, self.act_mark_yes,
+                  self.act_mark_no, self.act_mark_clear, self.act_marks_clear_all):
+            m_edit.addSeparator() if a is None else m_edit.addAction(a)
+        m_view = mb.addMenu("&View")
+        for a in (self.act_fullscreen, None, self.act_tab_inspect, self.act_tab_compare,
+                  self.act_tab_rule):
+            m_view.addSeparator() if a is None else m_view.addAction(a)
+        self.m_view = m_view
+        m_view.addSeparator()
+        m_play = m_view.addMenu("Playback")
+        for a in (self.act_play, self.act_next_frame, self.act_prev_frame, self.act_next_10,
+                  self.act_prev_10, self.act_event_start, None, self.act_boxes):
+            m_play.addSeparator() if a is None else m_play.addAction(a)
+        m_search = mb.addMenu("&Search")
+        for a in (self.act_search, self.act_cancel_search, None, self.act_next_result,
+                  self.act_prev_result, None, self.act_compare, self.act_edit_rule):
+            m_search.addSeparator() if a is None else m_search.addAction(a)
+        m_help = mb.addMenu("&Help")
+        for a in (self.act_welcome, self.act_shortcuts, None, self.act_about):
+            m_help.addSeparator() if a is None else m_help.addAction(a)
+        self.menus = {"File": m_file, "Edit": m_edit, "View": m_view, "Search": m_search,
+                      "Help": m_help, "Playback": m_play}
+
+        tb = QToolBar("Main", self)
+        tb.setObjectName("mainToolBar")
+        tb.setMovable(False)
+        self.addToolBar(tb)
         for a in (self.act_open, self.act_new, self.act_index):
             tb.addAction(a)
         tb.addSeparator()
@@ -109,6 +300,7 @@ class MainWindow(QMainWindow):
         tb.addSeparator()
         tb.addAction(self.act_settings)
         tb.addAction(self.act_welcome)
+        self.toolbar = tb
 
         self.query = QComboBox(self, editable=True, objectName="queryBar")
         self.query.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
@@ -123,30 +315,47 @@ class MainWindow(QMainWindow):
         self.query.setCompleter(comp)
         self.query.lineEdit().returnPressed.connect(self.search)
         self.search_button = QPushButton("Search", self)
-        self.search_button.clicked.connect(self.search)
+        self.search_button.clicked.connect(lambda: self.search())
+        self.search_progress = QProgressBar(self)
+        self.search_progress.setMaximumWidth(200)
+        self.search_progress.setTextVisible(True)
+        self.search_progress.hide()
+        self.search_cancel = QPushButton("Cancel", self, toolTip="Stop this search (Esc)")
+        self.search_cancel.clicked.connect(self.cancel_search)
+        self.search_cancel.hide()
+        self._search_clock = QTimer(self, interval=200)
+        self._search_clock.timeout.connect(self._update_search_progress_text)
         self.notice = QLabel("", self, objectName="notice")
         self.notice.setWordWrap(True)
         self.notice.hide()
 
         self.model = ResultsModel(self)
         self.table = QTableView(self)
+        self.table.setObjectName("results")
         self.table.setModel(self.model)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().setDefaultSectionSize(58)
         self.table.verticalHeader().setVisible(False)
         self.table.setIconSize(ResultsModel.THUMB_SIZE)
+        self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.table.customContextMenuRequested.connect(self._on_results_context_menu)
+        self.table.doubleClicked.connect(lambda _ix: self.open_current_result())
         hh = self.table.horizontalHeader()
         hh.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        hh.setResizeContentsPrecision(25)        # size columns from the first rows, not all 100
         hh.setSectionResizeMode(ResultsModel.C_FILE, QHeaderView.ResizeMode.Interactive)
         hh.resizeSection(ResultsModel.C_FILE, 170)
         self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.table.selectionModel().currentRowChanged.connect(self._on_current_row_changed)
         self.mark_yes = QPushButton("Relevant (R)", self)
         self.mark_no = QPushButton("Not relevant (N)", self)
+        self.mark_clear = QPushButton("Clear mark (Del)", self)
         self.mark_yes.clicked.connect(lambda: self.mark_current(True))
         self.mark_no.clicked.connect(lambda: self.mark_current(False))
+        self.mark_clear.clicked.connect(lambda: self.mark_current(None))
         self.results_label = QLabel("No search yet.", self, objectName="dim")
+        self.results_label.setWordWrap(True)
         left = QWidget(self)
         ll = QVBoxLayout(left)
         ll.setContentsMargins(0, 0, 0, 0)
@@ -155,35 +364,40 @@ class MainWindow(QMainWindow):
         mk = QHBoxLayout()
         mk.addWidget(self.mark_yes)
         mk.addWidget(self.mark_no)
+        mk.addWidget(self.mark_clear)
         mk.addStretch(1)
         ll.addLayout(mk)
 
         self.player = PlayerWidget(self)
         self.timeline = TimelineWidget(self)
-        inspect = QSplitter(Qt.Orientation.Vertical, self)
-        inspect.addWidget(self.player)
-        inspect.addWidget(self.timeline)
-        inspect.setSizes([470, 330])
+        self.inspect_split = QSplitter(Qt.Orientation.Vertical, self)
+        self.inspect_split.setObjectName("inspectSplit")
+        self.inspect_split.addWidget(self.player)
+        self.inspect_split.addWidget(self.timeline)
+        self.inspect_split.setSizes([430, 370])      # the timeline's rows need height to be read
         self.compare = CompareView(self)
         self.rule_editor = RuleEditor(self)
         self.tabs = QTabWidget(self)
-        self.tabs.addTab(inspect, "Inspect")
+        self.tabs.addTab(self.inspect_split, "Inspect")
         self.tabs.addTab(self.compare, "Compare")
         self.tabs.addTab(self.rule_editor, "Rule")
-        split = QSplitter(Qt.Orientation.Horizontal, self)
-        split.addWidget(left)
-        split.addWidget(self.tabs)
-        split.setSizes([640, 800])
+        self.main_split = QSplitter(Qt.Orientation.Horizontal, self)
+        self.main_split.setObjectName("mainSplit")
+        self.main_split.addWidget(left)
+        self.main_split.addWidget(self.tabs)
+        self.main_split.setSizes([640, 800])
 
         central = QWidget(self)
         cl = QVBoxLayout(central)
         cl.setContentsMargins(6, 6, 6, 2)
         qrow = QHBoxLayout()
         qrow.addWidget(self.query, 1)
+        qrow.addWidget(self.search_progress)
+        qrow.addWidget(self.search_cancel)
         qrow.addWidget(self.search_button)
         cl.addLayout(qrow)
         cl.addWidget(self.notice)
-        cl.addWidget(split, 1)
+        cl.addWidget(self.main_split, 1)
         self.setCentralWidget(central)
 
         self.index_panel = IndexPanel(self)
@@ -192,29 +406,68 @@ class MainWindow(QMainWindow):
         self.index_dock.setObjectName("indexDock")
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.index_dock)
         self.index_dock.hide()
+        act_dock = self.index_dock.toggleViewAction()
+        act_dock.setText("Indexing panel")
+        m_view.insertAction(m_play.menuAction(), act_dock)
         self.index_panel.cancel_requested.connect(self.cancel_indexing)
         self.stats_label = QLabel("No library open.", self)
         self.statusBar().addPermanentWidget(self.stats_label)
 
         self.player.frame_shown.connect(self._on_player_frame_shown)
         self.player.failed.connect(lambda m: self.statusBar().showMessage(m, 8000))
+        self.player.overlay_box.toggled.connect(self.act_boxes.setChecked)
         self.timeline.seek_requested.connect(self.player.seek_time)
         self.timeline.track_selected.connect(self.player.highlight_track)
         self.rule_editor.rule_applied.connect(self._on_rule_applied)
         self.rule_editor.rule_saved.connect(self._on_rule_saved)
+        self.rule_editor.reset_requested.connect(self._on_rule_reset)
         self.presenter.noticed.connect(self.show_notice)
-        for key, fn in (("Space", self._on_space), ("Left", lambda: self._on_arrow(-1)),
-                        ("Right", lambda: self._on_arrow(1)), ("R", lambda: self.mark_current(True)),
-                        ("N", lambda: self.mark_current(False)),
-                        ("Ctrl+L", lambda: self.query.setFocus())):
-            sc = QShortcut(QKeySequence(key), self, fn)
-            sc.setContext(Qt.ShortcutContext.WindowShortcut)
         self._refresh_actions()
 
-    # ------------------------------------------------------------------ library
-    def open_library(self, folder: str, create: bool = False) -> bool:
-        from strived.store.library import Library
+    # ------------------------------------------------------------------ window state
+    def save_window_state(self) -> None:
+        q = self.settings.q
+        q.setValue("window/geometry", self.saveGeometry())
+        q.setValue("window/state", self.saveState())
+        q.setValue("window/main_split", self.main_split.saveState())
+        q.setValue("window/inspect_split", self.inspect_split.saveState())
+        q.setValue("window/tab", self.tabs.currentIndex())
+        q.setValue("window/boxes", self.player.canvas.overlay)
 
+    def restore_window_state(self) -> bool:
+        q = self.settings.q
+        geo = q.value("window/geometry")
+        if not isinstance(geo, QByteArray) or geo.isEmpty():
+            return False
+        self.restoreGeometry(geo)
+        for key, fn in (("window/state", self.restoreState),
+                        ("window/main_split", self.main_split.restoreState),
+                        ("window/inspect_split", self.inspect_split.restoreState)):
+            v = q.value(key)
+            if isinstance(v, QByteArray) and not v.isEmpty():
+                fn(v)
+        self.index_dock.hide()                     # shown again when indexing starts
+        try:
+            self.tabs.setCurrentIndex(int(q.value("window/tab", 0)))
+        except (TypeError, ValueError):
+            pass
+        self.player.set_overlay(self.settings._get("window/boxes", True, bool))
+        return True
+
+    def toggle_full_screen(self, on: bool | None = None) -> None:
+        on = (not self.isFullScreen()) if on is None or not isinstance(on, bool) else on
+        self.showFullScreen() if on else self.showNormal()
+        self.act_fullscreen.setChecked(on)
+
+    # ------------------------------------------------------------------ library
+    def open_library(self, folder: str, create: bool = False, ask: bool = True) -> bool:
+        """Open the library in ``folder``. A folder without a library: a video folder is offered
+        for indexing (its library is kept apart), an empty one for a new library."""
+        from strived.store.library import DB_NAME, Library
+
+        if not create and ask and os.path.isdir(folder) and \
+                not os.path.exists(os.path.join(folder, DB_NAME)):
+            return self._offer_library_for(folder)
         try:
             lib = Library.open(folder, create=create)
         except Exception as exc:  # noqa: BLE001
@@ -222,6 +475,7 @@ class MainWindow(QMainWindow):
             return False
         self.close_library()
         self.library, self.library_path = lib, str(lib.folder)
+        self.conns = LibraryConnections(self.library_path, first=lib)
         self.settings.last_library = self.library_path
         self.model.set_thumbnail_loader(lambda vid: ops.thumbnail(self.library, vid))
         self._completions.setStringList(list(dict.fromkeys(self.settings.history()
@@ -235,14 +489,58 @@ class MainWindow(QMainWindow):
             self.start_indexing(pending, resumed=True)
         return True
 
+    def _offer_library_for(self, folder: str) -> bool:
+        """``folder`` holds no library: index its videos (a library of their own), or create one."""
+        try:
+            from strived.perception.video import find_videos
+
+            n = len(find_videos(folder))
+        except Exception:  # noqa: BLE001 - unreadable: offer an empty library
+            n = 0
+        box = QMessageBox(self)
+        box.setObjectName("noLibraryBox")
+        box.setIcon(QMessageBox.Icon.Question)
+        box.setWindowTitle("No library in this folder")
+        if n:
+            box.setText(f"<b>{folder}</b> holds {n} video(s) but no STRIVE-D library.")
+            box.setInformativeText("Index these videos now? Their library is kept apart from the "
+                                   "footage (nothing is written into the video folder); you can "
+                                   "search while indexing runs.")
+            go = box.addButton("Index the videos", QMessageBox.ButtonRole.AcceptRole)
+        else:
+            box.setText(f"There is no STRIVE-D library in <b>{folder}</b> and no video in it.")
+            box.setInformativeText("Create a new, empty library in this folder? You can then add "
+                                   "videos with File → Index folder…")
+            go = box.addButton("Create a library here", QMessageBox.ButtonRole.AcceptRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(go)
+        box.exec()
+        if box.clickedButton() is not go:
+            return False
+        return self.open_video_folder(folder) if n else self.open_library(folder, create=True)
+
+    def open_video_folder(self, folder: str) -> bool:
+        """Create (or reopen) the library of a dashcam folder and index it."""
+        from .welcome import default_library_for
+
+        if not self.open_library(str(default_library_for(folder)), create=True):
+            return False
+        self.start_indexing(folder)
+        return True
+
     def close_library(self) -> None:
+        """Close the library without waiting for running jobs: each one holds its own connection
+        (closed when it ends) and its result is ignored."""
         self.cancel_indexing()
-        self.index_jobs.shutdown(10000)
-        self.jobs.shutdown(10000)
-        if self.library is not None:
-            self.library.close()
+        self.jobs.cancel_all()
+        self._set_searching(False)
+        self.index_worker = self._search_worker = self._inspect_worker = None
+        self._compare_worker = None
+        if self.conns is not None:
+            self.conns.close_all()
+        self.conns = None
         self.library = None
-        self.response = None
+        self.response = self._base_response = None
         self.model.clear()
         self.player.clear()
         self.timeline.clear()
@@ -260,11 +558,16 @@ class MainWindow(QMainWindow):
     def _refresh_actions(self) -> None:
         has_lib = self.library is not None
         has_hits = bool(self.model.hits)
-        for a in (self.act_index,):
-            a.setEnabled(has_lib)
-        self.act_export.setEnabled(has_hits)
-        self.act_save.setEnabled(has_hits)
-        self.act_compare.setEnabled(has_hits)
+        searching = self._search_worker is not None and not self._search_worker.is_done
+        self.act_index.setEnabled(has_lib)
+        for a in (self.act_export, self.act_save, self.act_compare, self.act_mark_yes,
+                  self.act_mark_no, self.act_mark_clear, self.act_marks_clear_all,
+                  self.act_next_result, self.act_prev_result):
+            a.setEnabled(has_hits)
+        for b in (self.mark_yes, self.mark_no, self.mark_clear):
+            b.setEnabled(has_hits)
+        self.act_search.setEnabled(has_lib)
+        self.act_cancel_search.setEnabled(searching)
         self.search_button.setEnabled(has_lib)
 
     def show_notice(self, text: str) -> None:
@@ -272,8 +575,12 @@ class MainWindow(QMainWindow):
         self.notice.setVisible(bool(text))
 
     # ------------------------------------------------------------------ indexing
+    @property
+    def indexing(self) -> bool:
+        return self.index_worker is not None and not self.index_worker.is_done
+
     def start_indexing(self, folder: str, resumed: bool = False) -> None:
-        if self.library is None or (self.index_worker and not self.index_worker.is_done):
+        if self.library is None or self.indexing:
             return
         self._index_folder = folder
         self.settings.set_pending_index(self.library_path, folder)
@@ -283,47 +590,56 @@ class MainWindow(QMainWindow):
         w = Worker(index_job, folder, self.library_path, sample_fps=self.settings.sample_fps,
                    device=self.settings.device, detector_path=self.settings.detector_dir,
                    embedder_dir=self.settings.embedder_dir, min_interval_s=0.1, name="index")
+        lib_path = self.library_path
         w.signals.progressed.connect(self.index_panel.on_progress)
         w.signals.progressed.connect(self._on_index_progressed)
-        w.signals.finished.connect(self._on_index_finished)
-        w.signals.errored.connect(self._on_index_errored)
-        w.signals.cancelled.connect(self._on_index_cancelled)
+        w.signals.finished.connect(lambda rep, w=w: self._on_index_finished(w, rep, lib_path))
+        w.signals.errored.connect(lambda exc, tb, w=w: self._on_index_errored(w, exc, tb, lib_path))
+        w.signals.cancelled.connect(lambda w=w: self._on_index_cancelled(w))
         self.index_worker = self.index_jobs.submit(w)
 
     def cancel_indexing(self) -> None:
-        if self.index_worker is not None and not self.index_worker.is_done:
+        if self.indexing:
             self.index_worker.cancel()
 
     def _on_index_progressed(self, ev) -> None:
-        if ev.stage == "videos" and ev.message == "indexed":
+        if ev.stage == "videos" and ev.message in ("indexed", "failed"):
             self.refresh_stats()
 
-    def _on_index_finished(self, report) -> None:
+    def _on_index_finished(self, worker, report, lib_path: str) -> None:
         if report.cancelled:
-            self._on_index_cancelled()
+            self._on_index_cancelled(worker)
             return
-        self.settings.set_pending_index(self.library_path, None)
+        self.settings.set_pending_index(lib_path, None)
+        if worker is not self.index_worker:
+            return                                  # another library is open now
         self.index_panel.finish(report)
         if report.found == 0:
             self.presenter.notice(f"No videos found in {self._index_folder}: nothing to index.")
+        elif self._results_stale and self.response is not None:
+            self.show_notice("Indexing finished: press Enter in the query bar to search again with "
+                             "every video and every source.")
         self.refresh_stats()
 
-    def _on_index_errored(self, exc, tb) -> None:
+    def _on_index_errored(self, worker, exc, tb, lib_path: str) -> None:
+        self.settings.set_pending_index(lib_path, None)
+        if worker is not self.index_worker:
+            return
         self.index_panel.finish(error=str(exc))
-        self.settings.set_pending_index(self.library_path, None)
         self.presenter.present("Indexing stopped", exc, tb)
 
-    def _on_index_cancelled(self) -> None:
+    def _on_index_cancelled(self, worker=None) -> None:
+        if worker is not None and worker is not self.index_worker:
+            return
         self.index_panel.finish(cancelled=True)
         self.refresh_stats()
 
     # ------------------------------------------------------------------ search
-    def search(self, rule: dict | None = None) -> None:
-        from strived import engine
-
+    def search(self, rule: dict | None = None, origin: str | None = None) -> None:
+        """Search the query bar's text (``rule``: re-rank with this rule)."""
         q = self.query.currentText().strip()
         if self.library is None:
-            self.presenter.notice("Open or create a library first (toolbar: Open library…).")
+            self.presenter.notice("Open or create a library first (File → Open library…).")
             return
         if not q and rule is None:
             return
@@ -342,11 +658,69 @@ class MainWindow(QMainWindow):
                 llm = LLMClient(cfg)
         except Exception as exc:  # noqa: BLE001 - a bad LLM config falls back to offline
             self.presenter.notice(f"LLM settings ignored ({exc}); searching offline.")
-        self.results_label.setText(f"Searching “{q}”…")
-        w = Worker(engine.search, self.library, q, llm=llm, name="search", **kwargs)
+        w = Worker(library_job, self.conns, search_job, q, llm=llm, name="search", **kwargs)
+        w.origin = origin or ("rerank" if rule is not None else "search")
+        w.query = q
+        w.during_indexing = self.indexing
+        w.signals.progressed.connect(lambda ev, w=w: self._on_search_progressed(w, ev))
         w.signals.finished.connect(lambda resp, w=w: self._on_search_finished(w, resp))
         w.signals.errored.connect(lambda exc, tb, w=w: self._on_search_errored(w, exc, tb))
+        w.signals.cancelled.connect(lambda w=w: self._on_search_stopped(w))
         self._search_worker = self.jobs.submit(w)
+        self._search_t0 = time.monotonic()
+        self._set_searching(True)
+
+    def _set_searching(self, on: bool) -> None:
+        self.search_progress.setVisible(on)
+        self.search_cancel.setVisible(on)
+        self.search_cancel.setEnabled(on)
+        if on:
+            self.search_progress.setRange(0, 0)          # busy until the first step is done
+            self._search_clock.start()
+            self._update_search_progress_text()
+        else:
+            self._search_clock.stop()
+        self._refresh_actions()
+
+    def _update_search_progress_text(self) -> None:
+        w = self._search_worker
+        if w is None:
+            return
+        el = time.monotonic() - self._search_t0
+        step = getattr(w, "step_text", "resolving the rule")
+        extra = " · indexing is running, searching what is indexed so far" \
+            if w.during_indexing else ""
+        self.results_label.setText(f"Searching “{w.query}”… {step} ({el:.1f} s){extra} — "
+                                   "Esc cancels")
+        self.search_progress.setFormat(f"{el:.1f} s")
+
+    def _on_search_progressed(self, worker, ev) -> None:
+        if worker is not self._search_worker or getattr(ev, "stage", "") != "search":
+            return
+        self.search_progress.setRange(0, max(1, ev.total))
+        self.search_progress.setValue(ev.done)
+        nxt = {"rule": "dense", "dense": "BM25", "bm25": "fusing"}.get(ev.message or "", "")
+        worker.step_text = f"{ev.done}/{ev.total} sources done" + (f", {nxt}" if nxt else "")
+        self._update_search_progress_text()
+
+    def cancel_search(self) -> None:
+        """Stop the running search now: the UI is free at once, the engine stops at its next step."""
+        w = self._search_worker
+        if w is None or w.is_done:
+            return
+        w.cancel()
+        self._search_worker = None
+        self._set_searching(False)
+        self.results_label.setText(f"Search for “{w.query}” cancelled."
+                                   + (f" Showing the results of “{self.response.query}”."
+                                      if self.response is not None else ""))
+        self.search_cancelled.emit()
+
+    def _on_search_stopped(self, worker) -> None:
+        if worker is self._search_worker:
+            self._search_worker = None
+            self._set_searching(False)
+            self.results_label.setText("Search cancelled.")
 
     def _add_history(self, q: str) -> None:
         if not q:
@@ -361,42 +735,83 @@ class MainWindow(QMainWindow):
 
     def _on_search_finished(self, worker, resp) -> None:
         if worker is not self._search_worker:
-            return                              # a newer search superseded this one
-        self.show_response(resp)
+            return                              # a newer search (or a cancel) superseded this one
+        self._set_searching(False)
+        self._results_stale = worker.during_indexing
+        self.show_response(resp, origin=worker.origin)
+        if worker.origin == "search":
+            if self.tabs.currentWidget() is not self.inspect_split:
+                self.tabs.setCurrentWidget(self.inspect_split)
+            self.player.setFocus(Qt.FocusReason.OtherFocusReason)   # Space/arrows drive the player
         self.search_finished.emit(resp)
 
     def _on_search_errored(self, worker, exc, tb) -> None:
         if worker is not self._search_worker:
             return
+        self._set_searching(False)
         self.results_label.setText("Search failed.")
         self.presenter.present("Search failed", exc, tb)
 
-    def show_response(self, resp, notice: str | None = None) -> None:
+    def show_response(self, resp, notice: str | None = None, origin: str = "search") -> None:
         self.response = resp
+        if origin != "rerank":
+            self._base_response = resp          # what the rule editor's Reset returns to
         marks = ops.marks_for(self.library, resp.query) if self.library is not None else {}
         self.model.set_response(resp, marks)
+        self._mark_undo.clear()
+        self._mark_redo.clear()
         ms = (getattr(resp, "timings_ms", {}) or {}).get("total")
         took = f" in {ms:.0f} ms" if ms is not None else ""
         m = resp.match or {}
         how = f" · rule: {m.get('event')} ({m.get('mode')})" if m.get("event") else ""
         self.results_label.setText(f"{len(resp.hits)} result(s) for “{resp.query}”{took}{how}")
-        notes = [n for n in ([notice] if notice else []) + list(resp.notices or []) if n]
-        self.show_notice(" · ".join(notes))
-        self.rule_editor.set_rule(resp.rule)
+        notes, not_ready = gui_notices(list(resp.notices or []), self.indexing)
+        self._results_stale = self._results_stale or not_ready
+        self.show_notice(" · ".join(([notice] if notice else []) + notes))
+        self.notice.setToolTip("\n".join(resp.notices or []))      # the engine's own words
+        if origin == "rerank":
+            self.rule_editor.rule_reranked(resp.rule)
+        else:
+            self.rule_editor.set_rule(resp.rule)
         self._refresh_actions()
         if resp.hits:
-            self.table.selectRow(0)
+            self._select_only(0)
         else:
             self.player.clear("No video matched this query.")
             self.timeline.clear("No video matched: try other words or edit the rule (Rule tab).")
+
+    def select_result(self, step: int) -> None:
+        n = self.model.rowCount()
+        if not n:
+            return
+        row = self.table.currentIndex().row()
+        row = 0 if row < 0 else max(0, min(n - 1, row + step))
+        self._select_only(row)
+
+    def _select_only(self, row: int) -> None:
+        """Make ``row`` the current and only selected result (selectRow() would honour the
+        modifiers held for the shortcut: Ctrl+Down toggled rows into the selection)."""
+        from PySide6.QtCore import QItemSelectionModel
+
+        ix = self.model.index(row, ResultsModel.C_FILE)
+        flags = (QItemSelectionModel.SelectionFlag.ClearAndSelect
+                 | QItemSelectionModel.SelectionFlag.Rows)
+        self.table.selectionModel().setCurrentIndex(ix, flags)
+        self.table.scrollTo(ix)
+
+    def focus_query(self) -> None:
+        self.query.setFocus(Qt.FocusReason.ShortcutFocusReason)
+        self.query.lineEdit().selectAll()
 
     # ------------------------------------------------------------------ inspect
     def _on_current_row_changed(self, current, _previous) -> None:
         h = self.model.hit(current.row())
         if h is None or self.library is None:
             return
+        spans = [h.span_s] if h.span_s else []
         if h.path and os.path.exists(h.path):
             self.player.load(h.path, span_s=h.span_s)
+            self.player.set_intervals(spans)
         elif h.path:
             self.player.clear(f"The video file is missing:\n{h.path}\n(moved or deleted; the "
                               "records are still in the library)")
@@ -405,7 +820,8 @@ class MainWindow(QMainWindow):
         self.timeline.clear("Explaining…")
         if self._inspect_worker is not None:
             self._inspect_worker.cancel()
-        w = Worker(inspect_job, self.library, h.video_id, (self.response.rule_for(h.video_id) if self.response else None),
+        rule = self.response.rule_for(h.video_id) if self.response else None
+        w = Worker(library_job, self.conns, inspect_job, h.video_id, rule,
                    pass_progress=False, pass_cancel=False, name="inspect")
         w.signals.finished.connect(lambda res, w=w, h=h: self._on_inspect_finished(w, h, res))
         w.signals.errored.connect(lambda exc, tb, w=w: self._on_inspect_errored(w, exc, tb))
@@ -426,6 +842,9 @@ class MainWindow(QMainWindow):
             if exp.peak_track is not None:
                 self.timeline.highlight_track(exp.peak_track)
                 self.player.highlight_track(exp.peak_track)
+            intervals = self.timeline.event_intervals()
+            if intervals:
+                self.player.set_intervals(intervals)
         else:
             self.timeline.clear("No rule for this search (dense/BM25 only): nothing to explain.")
         self.inspect_finished.emit(hit.video_id)
@@ -444,21 +863,95 @@ class MainWindow(QMainWindow):
     def _on_arrow(self, n: int) -> None:
         (self.compare.step if self.tabs.currentWidget() is self.compare else self.player.step)(n)
 
+    def go_to_event_start(self) -> None:
+        if self.tabs.currentWidget() is self.compare:
+            self.compare.seek(0.0)
+        elif self.player.span_frames:
+            self.player.pause()
+            self.player.seek(self.player.span_frames[0])
+
+    def open_current_result(self) -> None:
+        """Context menu / double click: show the result in the Inspect tab and focus the player."""
+        self.tabs.setCurrentWidget(self.inspect_split)
+        self.player.setFocus(Qt.FocusReason.OtherFocusReason)
+
     # ------------------------------------------------------------------ marks, compare, export
     def selected_rows(self) -> list[int]:
         return sorted({ix.row() for ix in self.table.selectionModel().selectedRows()})
 
-    def mark_current(self, relevant: bool) -> None:
+    def _target_rows(self) -> list[int]:
+        rows = self.selected_rows()
+        if not rows and self.table.currentIndex().isValid():
+            rows = [self.table.currentIndex().row()]
+        return rows
+
+    def mark_current(self, relevant: bool | None) -> None:
+        """Mark the selected results relevant (True), not relevant (False) or clear (None)."""
         if self.library is None or self.response is None:
             return
-        for row in self.selected_rows() or [self.table.currentIndex().row()]:
+        batch = []
+        for row in self._target_rows():
             h = self.model.hit(row)
             if h is None:
                 continue
-            ops.set_mark(self.library, self.response.query, h.video_id, relevant,
-                         (self.response.match or {}).get("event"))
-            self.model.set_mark(row, relevant)
+            before = self.model.marks.get(h.video_id)
+            if before == relevant:
+                continue
+            self._set_mark(h.video_id, relevant)
+            batch.append((h.video_id, before, relevant))
+        if batch:
+            self._mark_undo.append(batch)
+            self._mark_redo.clear()
         self.refresh_stats()
+
+    def _set_mark(self, video_id: str, relevant: bool | None) -> None:
+        ops.set_mark(self.library, self.response.query, video_id, relevant,
+                     (self.response.match or {}).get("event"))
+        row = self.model.row_of(video_id)
+        if row >= 0:
+            self.model.set_mark(row, relevant)
+
+    def clear_all_marks(self) -> None:
+        if self.library is None or self.response is None:
+            return
+        batch = [(vid, was, None) for vid, was in self.model.marks.items()]
+        for vid, _was, _ in batch:
+            self._set_mark(vid, None)
+        if batch:
+            self._mark_undo.append(batch)
+            self._mark_redo.clear()
+            self.statusBar().showMessage(f"Cleared {len(batch)} mark(s) of this search "
+                                         "(Edit → Undo brings them back).", 6000)
+        self.refresh_stats()
+
+    def undo(self) -> None:
+        """Edit → Undo: the focused text field's undo, else the last marks, else the rule edit."""
+        fw = QApplication.focusWidget()
+        if isinstance(fw, QPlainTextEdit) or (fw is not None and fw is self.query.lineEdit()):
+            fw.undo()
+        elif self._mark_undo:
+            batch = self._mark_undo.pop()
+            for vid, before, _after in batch:
+                self._set_mark(vid, before)
+            self._mark_redo.append(batch)
+            self.refresh_stats()
+        elif self.rule_editor.text.document().isUndoAvailable():
+            self.tabs.setCurrentWidget(self.rule_editor)
+            self.rule_editor.text.undo()
+
+    def redo(self) -> None:
+        fw = QApplication.focusWidget()
+        if isinstance(fw, QPlainTextEdit) or (fw is not None and fw is self.query.lineEdit()):
+            fw.redo()
+        elif self._mark_redo:
+            batch = self._mark_redo.pop()
+            for vid, _before, after in batch:
+                self._set_mark(vid, after)
+            self._mark_undo.append(batch)
+            self.refresh_stats()
+        elif self.rule_editor.text.document().isRedoAvailable():
+            self.tabs.setCurrentWidget(self.rule_editor)
+            self.rule_editor.text.redo()
 
     def compare_selected(self) -> None:
         rows = self.selected_rows()
@@ -468,15 +961,29 @@ class MainWindow(QMainWindow):
         for r in rows:
             h = self.model.hit(r)
             if h is not None and h.path and os.path.exists(h.path):
-                items.append({"path": h.path, "span_s": h.span_s,
+                items.append({"path": h.path, "span_s": h.span_s, "video_id": h.video_id,
                               "title": f"#{h.rank} {os.path.basename(h.path)}",
-                              "records": self.library.get_video(h.video_id)})
+                              "rule": self.response.rule_for(h.video_id) if self.response else None,
+                              "peak_track": h.peak_track})
         if len(items) < 2:
             self.presenter.notice("Compare needs two results with video files.")
             return
         self.player.pause()
-        self.compare.set_items(items)
+        self.compare.show_loading(len(items))
         self.tabs.setCurrentWidget(self.compare)
+        w = Worker(library_job, self.conns, compare_job, items, pass_progress=False,
+                   pass_cancel=False, name="compare")
+        w.signals.finished.connect(lambda res, w=w: self._on_compare_loaded(w, res))
+        w.signals.errored.connect(lambda exc, tb, w=w: self.presenter.present(
+            "Cannot compare", exc, tb) if w is self._compare_worker else None)
+        self._compare_worker = self.jobs.submit(w)
+
+    def _on_compare_loaded(self, worker, items) -> None:
+        if worker is not self._compare_worker:
+            return
+        self.compare.set_items(items)
+        self.compare.setFocus(Qt.FocusReason.OtherFocusReason)
+        self.compare_ready.emit()
 
     def export_results(self) -> None:
         from strived.export import clip_rows, library_versions
@@ -494,9 +1001,61 @@ class MainWindow(QMainWindow):
         self.export_dialog = ExportDialog(rows, ctx, parent=self)
         self.export_dialog.show()
 
+    def reveal_current_file(self) -> bool:
+        """Show the selected result's file in the system's file manager (its folder)."""
+        h = self.model.hit(self.table.currentIndex().row())
+        if h is None or not h.path:
+            self.statusBar().showMessage("This result has no video file.", 5000)
+            return False
+        folder = os.path.dirname(h.path)
+        if not os.path.isdir(folder):
+            self.statusBar().showMessage(f"The folder is gone: {folder}", 8000)
+            return False
+        QApplication.clipboard().setText(h.path)
+        ok = QDesktopServices.openUrl(QUrl.fromLocalFile(folder))
+        self.statusBar().showMessage(f"{h.path} (path copied)" + ("" if ok else
+                                     ": no file manager answered"), 8000)
+        return bool(ok)
+
+    def _on_results_context_menu(self, pos) -> None:
+        ix = self.table.indexAt(pos)
+        if not ix.isValid():
+            return
+        if ix.row() not in self.selected_rows():
+            self._select_only(ix.row())
+        n = len(self.selected_rows())
+        menu = QMenu(self.table)
+        menu.setObjectName("resultsMenu")
+        menu.addAction("Open in the player", self.open_current_result)
+        menu.addSeparator()
+        for a in (self.act_mark_yes, self.act_mark_no, self.act_mark_clear):
+            menu.addAction(a)
+        menu.addSeparator()
+        exp = menu.addAction(f"Export {n} result(s)…" if n > 1 else "Export…", self.export_results)
+        exp.setObjectName("export")
+        if n > 1:
+            menu.addAction(self.act_compare)
+        menu.addAction("Reveal the file in its folder", self.reveal_current_file)
+        menu.addAction("Copy the file path", lambda: QApplication.clipboard().setText(
+            (self.model.hit(ix.row()).path or "") if self.model.hit(ix.row()) else ""))
+        self.results_menu = menu
+        menu.popup(self.table.viewport().mapToGlobal(pos))
+
     # ------------------------------------------------------------------ rule, saved searches
     def _on_rule_applied(self, rule: dict) -> None:
         self.search(rule=rule)
+
+    def _on_rule_reset(self) -> None:
+        """Reset after a re-rank: the search's own ranking comes back with its rule (kept, not
+        searched again)."""
+        base = self._base_response
+        if base is not None and self.response is not base:
+            if self._search_worker is not None and not self._search_worker.is_done:
+                self.cancel_search()
+            self.query.setCurrentText(base.query)
+            self.show_response(base, origin="reset")
+            self.statusBar().showMessage("Back to the search's own rule and ranking "
+                                         "(Ctrl+Z in the rule editor brings the edit back).", 6000)
 
     def _on_rule_saved(self, name: str, rule: dict) -> None:
         if self.library is not None:
@@ -515,29 +1074,56 @@ class MainWindow(QMainWindow):
             self.presenter.notice(f"No saved search named “{name}”.")
             return
         self.query.setCurrentText(resp.query)
+        self._results_stale = False
         self.show_response(resp, notice)
 
     def _on_save_search_triggered(self) -> None:
-        if self.response is None:
+        if self.response is None or self.library is None:
             return
         name, ok = QInputDialog.getText(self, "Save search", "Name:", text=self.response.query[:60])
-        if ok and name.strip():
-            self.save_search(name.strip())
+        name = name.strip()
+        if not ok or not name:
+            return
+        old = ops.saved_search_info(self.library, name)
+        if old is not None:
+            box = QMessageBox(QMessageBox.Icon.Question, "Replace the saved search?",
+                              f"A saved search named “{name}” already exists (query “{old[0]}”, "
+                              f"saved {old[1]}).", parent=self)
+            box.setObjectName("replaceSavedBox")
+            box.setInformativeText("Replace it with this search?")
+            replace = box.addButton("Replace", QMessageBox.ButtonRole.DestructiveRole)
+            keep = box.addButton("Keep the old one", QMessageBox.ButtonRole.RejectRole)
+            box.setDefaultButton(keep)
+            box.exec()
+            if box.clickedButton() is not replace:
+                self.statusBar().showMessage(f"Not saved: “{name}” is kept as it was.", 6000)
+                return
+        self.save_search(name)
 
     def _on_saved_menu_about_to_show(self) -> None:
         self.saved_menu.clear()
         if self.library is None:
+            self.saved_menu.addAction("(no library open)").setEnabled(False)
             return
-        for name, query, created in ops.list_saved(self.library):
+        saved = ops.list_saved(self.library)
+        if not saved:
+            self.saved_menu.addAction("(none yet: File → Save search…)").setEnabled(False)
+        for name, query, created in saved:
             a = self.saved_menu.addAction(f"{name}  —  {query}")
             a.setToolTip(created)
             a.triggered.connect(lambda _=False, n=name: self.open_saved(n))
 
     # ------------------------------------------------------------------ dialogs
     def _on_open_triggered(self) -> None:
-        d = QFileDialog.getExistingDirectory(self, "Open library", self.library_path)
+        d = QFileDialog.getExistingDirectory(self, "Open library (or a video folder)",
+                                             self.library_path)
         if d:
             self.open_library(d)
+
+    def _on_open_videos_triggered(self) -> None:
+        d = QFileDialog.getExistingDirectory(self, "Dashcam folder to index")
+        if d:
+            self.open_video_folder(d)
 
     def _on_new_triggered(self) -> None:
         d = QFileDialog.getExistingDirectory(self, "New library folder")
@@ -559,18 +1145,55 @@ class MainWindow(QMainWindow):
         self.welcome.show()
         return self.welcome
 
+    def shortcut_rows(self) -> list[tuple[str, str, str]]:
+        rows = []
+        for title, menu in self.menus.items():
+            for a in menu.actions():
+                if a.isSeparator() or a.menu() is not None:
+                    continue
+                keys = ", ".join(k.toString(QKeySequence.SequenceFormat.NativeText)
+                                 for k in a.shortcuts())
+                if keys:
+                    rows.append((title, a.text().replace("&", ""), keys))
+        return rows
+
+    def show_shortcuts(self) -> ShortcutsDialog:
+        self.shortcuts_dialog = ShortcutsDialog(self.shortcut_rows(), self)
+        self.shortcuts_dialog.show()
+        return self.shortcuts_dialog
+
+    def show_about(self) -> None:
+        import strived
+
+        QMessageBox.about(self, "About STRIVE-D",
+                          f"<b>STRIVE-D</b> {getattr(strived, '__version__', '')}<br>Search dashcam "
+                          "footage in plain language, offline.")
+
     def _on_settings_triggered(self) -> None:
         self.settings_dialog = SettingsDialog(self.settings, self._index_folder, self)
         self.settings_dialog.show()
 
+    @property
+    def busy_jobs(self) -> list[str]:
+        """Names of jobs still running (after close: the process may exit without them)."""
+        return [w.name for q in (self.jobs, self.index_jobs) for w in q.active]
+
     def closeEvent(self, event) -> None:
+        """Close at once: cancel every job, wait only briefly (an indexing job stops at its next
+        frame; a search stuck in a model load is left to finish on its own connection)."""
+        t0 = time.perf_counter()
+        self.save_window_state()
         self.cancel_indexing()          # pending_index stays set: reopening resumes
-        self.index_jobs.shutdown(15000)
-        self.jobs.shutdown(10000)
+        self.jobs.cancel_all()
+        self._set_searching(False)
         self.player.shutdown()
         self.compare.shutdown()
         self.settings.sync()
-        if self.library is not None:
-            self.library.close()
-            self.library = None
+        self.index_jobs.shutdown(CLOSE_WAIT_INDEX_MS)
+        self.jobs.shutdown(CLOSE_WAIT_JOBS_MS)
+        if self.conns is not None:
+            self.conns.close_all()      # busy worker connections close when their job ends
+        self.conns = None
+        self.library = None
+        self.close_s = time.perf_counter() - t0
         super().closeEvent(event)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 from PySide6.QtCore import QObject, QRectF, QRunnable, QSize, Qt, QThreadPool, QTimer, Signal
 from PySide6.QtGui import QColor, QFont, QImage, QPainter, QPen
-from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QSizePolicy, QSlider, QToolButton,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QSizePolicy, QSlider, QStyle,
+                               QStyleOptionSlider, QToolButton, QVBoxLayout, QWidget)
 
 from .frames import BoxOverlay, FrameDecoder
 
@@ -110,6 +110,79 @@ class VideoCanvas(QWidget):
             p.drawText(tag, Qt.AlignmentFlag.AlignCenter, label)
 
 
+class SeekBar(QSlider):
+    """The seek slider with the event intervals drawn on it. A click jumps there (into an interval:
+    to its start); dragging the handle works as usual."""
+
+    interval_clicked = Signal(int, int)      # first and last frame of the interval clicked
+
+    SNAP_PX = 4
+
+    def __init__(self, parent=None):
+        super().__init__(Qt.Orientation.Horizontal, parent)
+        self.intervals: list[tuple[int, int]] = []
+        self.setMinimumHeight(22)
+
+    def set_intervals(self, intervals: list[tuple[int, int]]) -> None:
+        self.intervals = [(int(a), int(b)) for a, b in intervals]
+        self.setToolTip("Event intervals (amber): click one to jump to its start"
+                        if self.intervals else "")
+        self.update()
+
+    def _groove(self) -> tuple[float, float]:
+        opt = QStyleOptionSlider()
+        self.initStyleOption(opt)
+        groove = self.style().subControlRect(QStyle.ComplexControl.CC_Slider, opt,
+                                             QStyle.SubControl.SC_SliderGroove, self)
+        handle = self.style().subControlRect(QStyle.ComplexControl.CC_Slider, opt,
+                                             QStyle.SubControl.SC_SliderHandle, self)
+        return groove.x() + handle.width() / 2, groove.right() - handle.width() / 2
+
+    def x_of(self, value: float) -> float:
+        x0, x1 = self._groove()
+        span = max(1, self.maximum() - self.minimum())
+        return x0 + (value - self.minimum()) / span * (x1 - x0)
+
+    def value_at(self, x: float) -> int:
+        x0, x1 = self._groove()
+        frac = 0.0 if x1 <= x0 else min(1.0, max(0.0, (x - x0) / (x1 - x0)))
+        return int(round(self.minimum() + frac * (self.maximum() - self.minimum())))
+
+    def interval_at(self, x: float) -> tuple[int, int] | None:
+        for a, b in self.intervals:
+            if self.x_of(a) - self.SNAP_PX <= x <= self.x_of(b) + self.SNAP_PX:
+                return a, b
+        return None
+
+    def paintEvent(self, event) -> None:
+        if self.intervals and self.maximum() > self.minimum():
+            p = QPainter(self)
+            h = self.height()
+            for a, b in self.intervals:
+                xa, xb = self.x_of(a), self.x_of(b)
+                p.fillRect(QRectF(xa, h * 0.5 + 3, max(3.0, xb - xa), 5), QColor(255, 200, 60, 200))
+            p.end()
+        super().paintEvent(event)
+
+    def mousePressEvent(self, event) -> None:
+        if event.button() != Qt.MouseButton.LeftButton or not self.isEnabled():
+            return super().mousePressEvent(event)
+        opt = QStyleOptionSlider()
+        self.initStyleOption(opt)
+        handle = self.style().subControlRect(QStyle.ComplexControl.CC_Slider, opt,
+                                             QStyle.SubControl.SC_SliderHandle, self)
+        x = event.position().x()
+        if handle.contains(event.position().toPoint()):
+            return super().mousePressEvent(event)         # drag the handle
+        iv = self.interval_at(x)
+        if iv is not None:
+            self.setValue(iv[0])
+            self.interval_clicked.emit(*iv)
+        else:
+            self.setValue(self.value_at(x))
+        event.accept()
+
+
 class PlayerWidget(QWidget):
     """A video with play/pause, frame stepping, a seek slider, exact frame + time, box overlay."""
 
@@ -146,8 +219,9 @@ class PlayerWidget(QWidget):
         self.play_button = QToolButton(self, text="▶", toolTip="Play / pause (Space)")
         self.back_button = QToolButton(self, text="◀|", toolTip="Previous frame (←)")
         self.fwd_button = QToolButton(self, text="|▶", toolTip="Next frame (→)")
-        self.slider = QSlider(Qt.Orientation.Horizontal, self)
+        self.slider = SeekBar(self)
         self.slider.setEnabled(False)
+        self.intervals_s: list[tuple[float, float]] = []
         self.position_label = QLabel("frame –", self)
         self.position_label.setObjectName("mono")
         self.position_label.setMinimumWidth(170 if not compact else 120)
@@ -205,6 +279,7 @@ class PlayerWidget(QWidget):
         self.slider.setRange(0, max(0, self.n_frames - 1))
         self.slider.blockSignals(False)
         self.slider.setEnabled(True)
+        self.set_intervals([span_s] if span_s is not None else [])
         self.seek(start)
         if self.prefetch:
             gen, dec = self._generation, self.decoder
@@ -215,9 +290,16 @@ class PlayerWidget(QWidget):
         self.pause()
         self._generation += 1
         self.decoder = None
+        self.slider.setEnabled(False)
+        self.set_intervals([])
         self.canvas.image = None
         self.canvas.message = message
         self.canvas.update()
+
+    def set_intervals(self, intervals_s) -> None:
+        """Event intervals (t0_s, t1_s) drawn on the seek bar; a click on one jumps to its start."""
+        self.intervals_s = [(float(a), float(b)) for a, b in intervals_s or []]
+        self.slider.set_intervals([(self.frame_at(a), self.frame_at(b)) for a, b in self.intervals_s])
 
     def frame_at(self, t_s: float) -> int:
         f = int(round(t_s * self.fps))

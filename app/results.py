@@ -139,10 +139,24 @@ class ResultsModel(QAbstractTableModel):
             self._thumbs[video_id] = pm
         return self._thumbs[video_id]
 
+    def sources_ran(self, hit=None) -> list[str]:
+        """The sources that ranked this search (the response's, else the hit's own)."""
+        used = list(getattr(self.response, "sources_used", None) or [])
+        if not used and hit is not None:
+            used = list((getattr(hit, "per_source", None) or {}).keys())
+        return used
+
     def source_text(self, hit, source: str) -> str:
         ps = (hit.per_source or {}).get(source) or {}
         if ps.get("status") == "cannot evaluate":  # unknown, not a non-match
             return "n/a"
+        used = self.sources_ran(hit)
+        if used == [source]:
+            # the only source that ran: no fusion, its share is all of it; show its own score
+            rank, raw = ps.get("rank"), ps.get("score")
+            if rank is None:
+                return "–"
+            return f"{float(raw):.2f}  #{rank}" if raw is not None else f"#{rank}"
         c = contribution(hit, source, self.weights)
         if c is None:
             return "–"
@@ -193,6 +207,9 @@ class ResultsModel(QAbstractTableModel):
                 if ps.get("status") == "cannot evaluate":
                     return (f"{SOURCE_TITLES[s]} could not judge this video: "
                             f"{', '.join(ps.get('missing_fields') or [])} not estimated for it")
+                if self.sources_ran(h) == [s]:
+                    return (f"{SOURCE_TITLES[s]} was the only source that ran: the ranking is its "
+                            f"own (rank {ps.get('rank')}, score {ps.get('score')}); no fusion")
                 return (f"{SOURCE_TITLES[s]}: rank {ps.get('rank')}, raw score {ps.get('score')}, "
                         f"weight {w}")
             if c == self.C_EVENT:

@@ -106,6 +106,7 @@ class RuleEditor(QWidget):
     rule_applied = Signal(dict)         # a valid rule to re-rank with
     rule_saved = Signal(str, dict)      # name, rule
     validity_changed = Signal(bool)
+    reset_requested = Signal()          # Reset: the search's own rule (and its ranking) back
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -164,12 +165,34 @@ class RuleEditor(QWidget):
         return self._schema
 
     def set_rule(self, rule: dict | None) -> None:
+        """The rule a new search used: it becomes the one Reset returns to."""
         self.original = rule
-        self.text.setPlainText(json.dumps(rule, indent=2) if rule else "")
+        self._replace_text(json.dumps(rule, indent=2) if rule else "")
         self.validate()
 
+    def rule_reranked(self, rule: dict | None) -> None:
+        """A re-rank with the edited rule finished: keep the text (and its undo history) and the
+        search's original rule for Reset."""
+        if self.validate() and self.rule == rule:
+            return
+        self._replace_text(json.dumps(rule, indent=2) if rule else "")
+        self.validate()
+
+    def _replace_text(self, text: str) -> None:
+        """Replace the whole text as one undoable edit (setPlainText would clear the history)."""
+        if self.text.toPlainText() == text:
+            return
+        cur = QTextCursor(self.text.document())
+        cur.beginEditBlock()
+        cur.select(QTextCursor.SelectionType.Document)
+        cur.insertText(text)
+        cur.endEditBlock()
+
     def reset(self) -> None:
-        self.set_rule(self.original)
+        """Back to the rule the search used (Ctrl+Z undoes the reset)."""
+        self._replace_text(json.dumps(self.original, indent=2) if self.original else "")
+        self.validate()
+        self.reset_requested.emit()
 
     def validate(self) -> bool:
         """Parse + validate now; show errors at their place. Returns validity."""

@@ -7,13 +7,14 @@ system keyring (``strived.llm.config``); the dialog can write it to the keyring 
 
 from __future__ import annotations
 
+import html
 import json
 import os
 
-from PySide6.QtCore import QSettings, Signal
+from PySide6.QtCore import QSettings, Qt, Signal
 from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFileDialog,
                                QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QPushButton,
-                               QVBoxLayout, QWidget)
+                               QSizePolicy, QVBoxLayout, QWidget)
 
 DEVICES = ("auto", "cpu", "cuda")
 DEFAULT_CAMERA = {"focal_px": 0.0, "height_m": 1.4, "pitch_deg": 0.0}   # 0 focal = estimate
@@ -146,7 +147,11 @@ class SettingsDialog(QDialog):
         self.test_button = QPushButton("Test connection", self)
         self.test_button.clicked.connect(self._on_test_clicked)
         self.test_result = QLabel("", self)
+        self.test_result.setObjectName("testResult")
         self.test_result.setWordWrap(True)
+        self.test_result.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.test_result.setSizePolicy(QSizePolicy.Policy.Preferred,
+                                       QSizePolicy.Policy.MinimumExpanding)
         self.device = QComboBox(self)
         self.device.addItems(["auto", "cpu", "cuda"])
         self.device.setCurrentText(s.device)
@@ -171,8 +176,9 @@ class SettingsDialog(QDialog):
         f.addRow("Keyring", self.key_edit)
         row = QHBoxLayout()
         row.addWidget(self.test_button)
-        row.addWidget(self.test_result, 1)
+        row.addStretch(1)
         f.addRow(row)
+        f.addRow(self.test_result)          # its own full-width row: long verdicts wrap, never cut
         eng = QGroupBox("Indexing", self)
         f2 = QFormLayout(eng)
         f2.addRow("Device", self.device)
@@ -235,7 +241,7 @@ class SettingsDialog(QDialog):
         try:
             self.apply()
         except ValueError as e:
-            self.test_result.setText(f"<span style='color:#ff6b6b'>{e}</span>")
+            self._show_result(f"<span style='color:#ff6b6b'>{html.escape(str(e))}</span>")
             return
         self.accept()
 
@@ -243,7 +249,7 @@ class SettingsDialog(QDialog):
         from .workers import Worker
 
         url, model = self.base_url.text().strip(), self.model.text().strip() or "default"
-        self.test_result.setText("testing…")
+        self._show_result("testing…")
         self.test_button.setEnabled(False)
         self._worker = Worker(check_llm_endpoint, url, model, pass_progress=False, pass_cancel=False)
         self._worker.signals.finished.connect(self._on_test_finished)
@@ -253,7 +259,23 @@ class SettingsDialog(QDialog):
     def _on_test_finished(self, message: str) -> None:
         self.test_button.setEnabled(True)
         ok = message.startswith("✓")
-        self.test_result.setText(f"<span style='color:{'#7bd88f' if ok else '#ff6b6b'}'>{message}</span>")
+        self._show_result(f"<span style='color:{'#7bd88f' if ok else '#ff6b6b'}'>"
+                          f"{html.escape(message)}</span>")
+
+    def _show_result(self, rich: str) -> None:
+        """Show a verdict whole: the label gets the height its wrapped text needs and the dialog
+        grows to fit it (a top-level window does not grow by itself for a wrapped label)."""
+        lab = self.test_result
+        lab.setText(rich)
+        lab.setMinimumHeight(0)
+        self.layout().activate()
+        need = lab.heightForWidth(max(lab.width(), 200))
+        lab.setMinimumHeight(need)
+        self.layout().activate()
+        hint = self.layout().totalHeightForWidth(self.width()) if self.layout().hasHeightForWidth() \
+            else self.sizeHint().height()
+        if self.height() < hint:
+            self.resize(self.width(), hint)
 
 
 def check_llm_endpoint(base_url: str, model: str, timeout_s: float = 5.0) -> str:

@@ -1,15 +1,20 @@
 """Timeline of WHY a video matched: the rule's signals per track, soft score, gates, event span.
 
 One linked-x plot per rule field (a curve per candidate track), one for the per-frame soft score,
-one for gate satisfaction; the event span shaded; a playhead bound to the player both ways.
+one for gate satisfaction (one lane per gate, labelled); the event span shaded; a playhead bound
+to the player both ways. A click anywhere seeks the player there (a click on a curve also selects
+its track); hovering reads the values at the cursor; a legend names each track's colour.
 Items are pooled and updated with ``setData``: nothing is re-created per frame.
 """
 
 from __future__ import annotations
 
+import html
+import math
+
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from .player import track_color
@@ -24,6 +29,11 @@ def _track_key(track) -> int:
         return int(track)
     except (TypeError, ValueError):
         return -1                      # the ego series
+
+
+def _trace_label(tr) -> str:
+    tid = _track_key(tr.track)
+    return "ego" if tid < 0 else f"{getattr(tr, 'cls', '') or 'track'} #{tid}"
 
 
 class _Row:
@@ -44,15 +54,46 @@ class _Row:
         self.playhead.setZValue(20)
         plot.addItem(self.playhead)
         self.playhead.sigDragged.connect(timeline._on_playhead_dragged)
+        self.hover = pg.InfiniteLine(pos=0, angle=90, movable=False,
+                                     pen=pg.mkPen(200, 200, 200, 110, width=1,
+                                                  style=Qt.PenStyle.DashLine))
+        self.hover.setZValue(15)
+        self.hover.hide()
+        plot.addItem(self.hover)
+        self.gate_names: list[str] = []
+        # the row's name and unit inside the plot, top left (a rotated axis title does not fit
+        # in a row a few tens of pixels high)
+        self.name_label = pg.TextItem(color="#aeb4bd", anchor=(0, 0), fill=pg.mkBrush(21, 24, 29, 190))
+        font = self.name_label.textItem.font()
+        font.setPointSizeF(7.5)
+        self.name_label.textItem.setFont(font)
+        self.name_label.setZValue(26)
+        plot.addItem(self.name_label, ignoreBounds=True)
+        plot.getViewBox().sigRangeChanged.connect(lambda *_: self.place_labels())
 
     def curve(self, i: int, timeline: "TimelineWidget") -> pg.PlotDataItem:
         while len(self.curves) <= i:
             c = pg.PlotDataItem(clipToView=True, autoDownsample=True)
             c.setCurveClickable(True, width=8)
+            # pyqtgraph >= 0.13 re-emits its inner PlotCurveItem's click: the sender may be either
             c.sigClicked.connect(timeline._on_curve_clicked)
             self.plot.addItem(c)
             self.curves.append(c)
         return self.curves[i]
+
+    def place_labels(self) -> None:
+        """The row's name at the top left; each gate's label inside its own lane (lane k spans y
+        in [k, k + 0.7]), at the left edge of the visible time range."""
+        vb = self.plot.getViewBox()
+        (x0, _x1), (_y0, y1) = vb.viewRange()
+        px = vb.viewPixelSize()[0]
+        x0 += 3 * (px if px == px else 0.0)                              # 3 px in from the edge
+        if self.gate_names:
+            self.name_label.setPos(x0 + 0.45 * (vb.viewRange()[0][1] - x0), y1)
+        else:
+            self.name_label.setPos(x0, y1)
+        for k, lab in enumerate(self.labels[:len(self.gate_names)]):
+            lab.setPos(x0, k + 0.35)
 
 
 class TimelineWidget(QWidget):
@@ -69,17 +110,32 @@ class TimelineWidget(QWidget):
         self.title = QLabel("Select a result to see why it matched.", self)
         self.title.setObjectName("dim")
         self.title.setWordWrap(True)
+        self.legend = QLabel("", self)
+        self.legend.setObjectName("timelineLegend")
+        self.legend.setTextFormat(Qt.TextFormat.RichText)
+        self.legend.setWordWrap(True)
+        self.legend.linkActivated.connect(self._on_legend_link)
+        self.readout = QLabel("", self)
+        self.readout.setObjectName("mono")
+        self.readout.setWordWrap(True)
+        self.readout.setToolTip("Values at the mouse pointer (move over the plots)")
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(2)
         lay.addWidget(self.title)
+        lay.addWidget(self.legend)
         lay.addWidget(self.view, 1)
+        lay.addWidget(self.readout)
         self.rows: list[_Row] = []
         self.row_names: list[str] = []
         self.explanation = None
         self.highlighted: int | None = None
         self.t_s = 0.0
-        self._curve_track: dict[int, int] = {}     # id(curve) -> track id
+        self._curve_track: dict[int, int] = {}     # id(PlotDataItem or its PlotCurveItem) -> track
+        self._track_label: dict[int, str] = {}
+        self.view.viewport().setMouseTracking(True)
+        self.view.scene().sigMouseClicked.connect(self._on_scene_clicked)
+        self.view.scene().sigMouseMoved.connect(self._on_scene_mouse_moved)
 
     # -- content
     def _row(self, i: int) -> _Row:
@@ -107,6 +163,8 @@ class TimelineWidget(QWidget):
     def clear(self, message: str = "Select a result to see why it matched.") -> None:
         self.explanation = None
         self.title.setText(message)
+        self.legend.setText("")
+        self.readout.setText("")
         for r in self.rows:
             for c in r.curves:
                 c.setData([], [])
@@ -135,6 +193,7 @@ class TimelineWidget(QWidget):
         names = fields + ["soft score"] + (["gates"] if gate_names else [])
         self.row_names = names
         self._curve_track.clear()
+        self._track_label = {_track_key(tr.track): _trace_label(tr) for tr in traces}
         span = getattr(explanation, "span_s", None)
         self._row(len(names) - 1)
         self._use_rows(len(names))
@@ -161,29 +220,38 @@ class TimelineWidget(QWidget):
                     c.setPen(self._pen(tid))
                     c.show()
                     self._curve_track[id(c)] = tid
+                    self._curve_track[id(c.curve)] = tid
                     used += 1
             for c in row.curves[used:]:
                 c.setData([], [])
                 c.hide()
             unit = UNITS.get(name, "")
             # small type: five stacked rows leave little height for a rotated label
-            row.plot.getAxis("left").setLabel(f"{name} ({unit})" if unit else name, **{"font-size": "7pt"})
-            for k in range(len(gate_names) if name == "gates" else 0):
-                if k >= len(row.labels):
-                    lab = pg.TextItem(color="#c9ced6", anchor=(0, 1))
-                    row.plot.addItem(lab)
-                    row.labels.append(lab)
+            row.name_label.setText(f"{name} ({unit})" if unit else name)
+            row.plot.getAxis("left").setLabel(None)
+            # the gates row gets a lane's worth of height per gate, the others one share each
+            self.view.ci.layout.setRowStretchFactor(i, max(1, len(gate_names)) if name == "gates"
+                                                    else 1)
+            # ... and never less than a label's height per lane
+            row.plot.setMinimumHeight(26 * len(gate_names) + 24 if name == "gates" else 0)
+            while name == "gates" and len(row.labels) < len(gate_names):
+                lab = pg.TextItem(color="#c9ced6", anchor=(0, 0.5), fill=pg.mkBrush(21, 24, 29, 170))
+                font = lab.textItem.font()
+                font.setPointSizeF(7.5)
+                lab.textItem.setFont(font)
+                lab.setZValue(25)
+                row.plot.addItem(lab)
+                row.labels.append(lab)
+            row.gate_names = list(gate_names) if name == "gates" else []
             for k, lab in enumerate(row.labels):
                 if name == "gates" and k < len(gate_names):
-                    t0 = float(min((tr.t[0] for tr in traces if len(tr.t)), default=0.0))
                     lab.setText(gate_names[k])
-                    lab.setPos(t0, k + 1.0)
                     lab.show()
                 else:
                     lab.hide()
             if name == "gates":
                 row.plot.getAxis("left").setTicks([[(k, "") for k in range(len(gate_names))]])
-                row.plot.setYRange(-0.2, len(gate_names) + 0.1, padding=0)
+                row.plot.setYRange(-0.15, len(gate_names) - 0.15, padding=0)
             else:
                 row.plot.getAxis("left").setTicks(None)
                 row.plot.enableAutoRange(axis="y")
@@ -197,6 +265,14 @@ class TimelineWidget(QWidget):
                 row.region.hide()
         if self.rows:
             self.rows[0].plot.enableAutoRange(axis="x")
+            ts = [float(v) for tr in traces for v in (tr.t[:1] if len(tr.t) else [])] + \
+                 [float(tr.t[-1]) for tr in traces if len(tr.t)]
+            if ts:
+                self.rows[0].plot.setXRange(min(ts), max(ts), padding=0.02)
+        for r in self.rows[:len(names)]:
+            r.place_labels()
+        self._set_legend(traces)
+        self.readout.setText("")
         score = getattr(explanation, "score", None)
         bits = [title] if title else []
         if score is not None:
@@ -222,6 +298,67 @@ class TimelineWidget(QWidget):
             for c in r.curves:
                 if c.isVisible() and id(c) in self._curve_track:
                     c.setPen(self._pen(self._curve_track[id(c)]))
+        if self.explanation is not None:
+            self._set_legend(None)
+
+    def _set_legend(self, traces) -> None:
+        """One entry per plotted track in its colour (a click on an entry selects the track)."""
+        items = []
+        for tid, label in self._track_label.items():
+            col = track_color(tid).name() if tid >= 0 else "#d0d4da"
+            text = html.escape(label)
+            if tid == self.highlighted:
+                text = f"<b>{text}</b>"
+            items.append(f"<a href='track:{tid}' style='color:{col}; text-decoration:none'>"
+                         f"■ {text}</a>")
+        peak = getattr(self.explanation, "peak_track", None)
+        note = " &nbsp;(thick = selected; click a curve or a name)" if items else ""
+        self.legend.setText(" &nbsp; ".join(items) + note if items else "")
+        self.legend.setToolTip(f"peak track #{peak}" if peak is not None else "")
+
+    def _on_legend_link(self, link: str) -> None:
+        if link.startswith("track:"):
+            tid = int(link.split(":", 1)[1])
+            if tid >= 0:
+                self.highlight_track(tid)
+                self.track_selected.emit(tid)
+
+    def event_intervals(self, min_s: float = 0.0) -> list[tuple[float, float]]:
+        """Where the event holds, in s: the span the result list shows, and every stretch where a
+        track's soft score is >= 0.5 with all of its gates met (merged, sorted)."""
+        exp = self.explanation
+        if exp is None:
+            return []
+        out: list[tuple[float, float]] = []
+        span = getattr(exp, "span_s", None)
+        if span:
+            out.append((float(span[0]), float(span[1])))
+        for tr in getattr(exp, "traces", []) or []:
+            if _track_key(tr.track) < 0 or not len(tr.t):
+                continue
+            ok = np.nan_to_num(np.asarray(tr.combined, float)) >= 0.5
+            for g in (tr.gates or {}).values():
+                ok &= np.asarray(g, bool)[:len(ok)]
+            t = np.asarray(tr.t, float)
+            k = 0
+            while k < len(ok):
+                if ok[k]:
+                    j = k
+                    while j + 1 < len(ok) and ok[j + 1]:
+                        j += 1
+                    if t[j] - t[k] >= min_s:
+                        out.append((float(t[k]), float(t[j])))
+                    k = j + 1
+                else:
+                    k += 1
+        out.sort()
+        merged: list[tuple[float, float]] = []
+        for a, b in out:
+            if merged and a <= merged[-1][1] + 1e-6:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+            else:
+                merged.append((a, b))
+        return merged
 
     # -- playhead
     def set_time(self, t_s: float) -> None:
@@ -239,7 +376,73 @@ class TimelineWidget(QWidget):
 
     def _on_curve_clicked(self, curve, *_args) -> None:
         tid = self._curve_track.get(id(curve))
+        if tid is None:                      # the inner PlotCurveItem of a PlotDataItem
+            parent = curve.parentItem() if hasattr(curve, "parentItem") else None
+            tid = self._curve_track.get(id(parent))
         if tid is None or tid < 0:
             return
         self.highlight_track(tid)
         self.track_selected.emit(tid)
+
+    # -- mouse: click to seek, hover to read
+    def _row_at(self, scene_pos):
+        for r in self.rows:
+            if r.in_layout and r.plot.isVisible() and \
+                    r.plot.getViewBox().sceneBoundingRect().contains(scene_pos):
+                return r
+        return None
+
+    def _on_scene_clicked(self, ev) -> None:
+        """A left click anywhere in a plot seeks the player to that time."""
+        if self.explanation is None or ev.button() != Qt.MouseButton.LeftButton or ev.double():
+            return
+        r = self._row_at(ev.scenePos())
+        if r is None:
+            return
+        t = float(r.plot.getViewBox().mapSceneToView(ev.scenePos()).x())
+        if not math.isfinite(t):
+            return
+        t = max(0.0, t)
+        self.set_time(t)
+        self.seek_requested.emit(t)
+
+    def _on_scene_mouse_moved(self, scene_pos) -> None:
+        r = self._row_at(scene_pos) if self.explanation is not None else None
+        for row in self.rows:
+            row.hover.setVisible(r is not None)
+        if r is None:
+            return
+        t = float(r.plot.getViewBox().mapSceneToView(scene_pos).x())
+        for row in self.rows:
+            row.hover.setValue(t)
+        self.readout.setText(self.values_at(t, self.row_names[self.rows.index(r)]))
+
+    def values_at(self, t: float, row_name: str) -> str:
+        """The readout: each plotted track's value of ``row_name`` at the sample nearest ``t``."""
+        exp = self.explanation
+        if exp is None:
+            return ""
+        bits = []
+        for tr in getattr(exp, "traces", []) or []:
+            tid = _track_key(tr.track)
+            if tid not in self._track_label or not len(tr.t):
+                continue
+            tt = np.asarray(tr.t, float)
+            k = int(np.clip(np.searchsorted(tt, t), 0, len(tt) - 1))
+            if k > 0 and abs(tt[k - 1] - t) < abs(tt[k] - t):
+                k -= 1
+            if abs(tt[k] - t) > 0.5:          # this track is not seen near t
+                continue
+            if row_name == "soft score":
+                v = f"{float(np.asarray(tr.combined)[k]):.2f}"
+            elif row_name == "gates":
+                met = [g for g, a in tr.gates.items() if bool(np.asarray(a)[k])]
+                v = f"{len(met)}/{len(tr.gates)} met" if tr.gates else "–"
+            elif row_name in tr.values:
+                x = float(np.asarray(tr.values[row_name])[k])
+                unit = UNITS.get(row_name, "")
+                v = "–" if not math.isfinite(x) else f"{x:.2f}{(' ' + unit) if unit else ''}"
+            else:
+                continue
+            bits.append(f"{self._track_label[tid]}: {v}")
+        return f"t = {t:6.2f} s · {row_name}: " + ("; ".join(bits) if bits else "no track here")

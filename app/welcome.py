@@ -156,10 +156,8 @@ class WelcomeDialog(QDialog):
     # -- actions
     def open_folder(self, folder: str) -> bool:
         """Create (or reopen) this folder's library and start indexing it."""
-        lib = default_library_for(folder)
-        if not self.window_.open_library(str(lib), create=True):
+        if not self.window_.open_video_folder(folder):
             return False
-        self.window_.start_indexing(folder)
         self.close()
         return True
 

@@ -29,7 +29,10 @@ class Worker(QRunnable):
     """Runs ``fn(*args, progress=..., cancel=..., **kwargs)`` in a QThreadPool thread.
 
     ``pass_progress``/``pass_cancel`` say whether the job accepts those keywords. Progress events are
-    throttled to one per ``min_interval_s`` (plus the last one) so a chatty job cannot flood the UI.
+    coalesced, never lost: a run of events of one (stage, item) is forwarded at most once per
+    ``min_interval_s``, the newest one held back meanwhile; it is forwarded before any event of
+    another stage or item, when its stage completes, and when the job ends. So milestones ("video
+    3 indexed") always arrive, in order, and a chatty job cannot flood the UI.
     """
 
     def __init__(self, fn: Callable[..., Any], *args, pass_progress: bool = True,
@@ -45,6 +48,8 @@ class Worker(QRunnable):
         self.error: BaseException | None = None
         self._cancel = False
         self._last_emit = 0.0
+        self._last_key: tuple | None = None
+        self._held: Any = None            # the newest event not forwarded yet (same key as the last)
         self.is_done = False
 
     # -- called from the UI thread
@@ -62,11 +67,22 @@ class Worker(QRunnable):
     # -- called from the worker thread
     def _progress(self, event: Any) -> None:
         now = time.monotonic()
+        key = (getattr(event, "stage", None), getattr(event, "item", None))
         total = getattr(event, "total", 0)
-        last = total and getattr(event, "done", 0) >= total
-        if last or now - self._last_emit >= self.min_interval_s:
-            self._last_emit = now
-            self.signals.progressed.emit(event)
+        complete = bool(total) and getattr(event, "done", 0) >= total
+        if key != self._last_key:
+            self._flush()                  # what another stage/item left held goes first
+        elif not complete and now - self._last_emit < self.min_interval_s:
+            self._held = event             # superseded by the next event of this key, or flushed
+            return
+        self._held = None
+        self._last_key, self._last_emit = key, now
+        self.signals.progressed.emit(event)
+
+    def _flush(self) -> None:
+        if self._held is not None:
+            ev, self._held = self._held, None
+            self.signals.progressed.emit(ev)
 
     def run(self) -> None:  # noqa: D401 - QRunnable API
         from strived.errors import Cancelled
@@ -77,18 +93,26 @@ class Worker(QRunnable):
             kwargs["progress"] = self._progress
         if self.pass_cancel:
             kwargs["cancel"] = lambda: self._cancel
+        outcome, tb = "finished", ""
         try:
+            if self._cancel:               # cancelled while queued: never started
+                raise Cancelled()
             self.result = self.fn(*self.args, **kwargs)
         except Cancelled:
-            self.signals.cancelled.emit()
+            outcome = "cancelled"
         except BaseException as exc:  # noqa: BLE001 - every failure goes to the presenter
-            self.error = exc
-            self.signals.errored.emit(exc, "".join(traceback.format_exception(exc)))
-        else:
-            if self._cancel:
+            self.error, outcome = exc, "errored"
+            tb = "".join(traceback.format_exception(exc))
+        if outcome == "finished" and self._cancel:
+            outcome = "cancelled"
+        try:
+            self._flush()                  # the last progress arrives before the outcome
+            if outcome == "finished":
+                self.signals.finished.emit(self.result)
+            elif outcome == "cancelled":
                 self.signals.cancelled.emit()
             else:
-                self.signals.finished.emit(self.result)
+                self.signals.errored.emit(self.error, tb)
         finally:
             self.is_done = True
             self.signals.done.emit()
@@ -101,10 +125,13 @@ class JobQueue(QObject):
     for all of them when the window closes.
     """
 
-    def __init__(self, max_threads: int = 1, parent: QObject | None = None):
+    def __init__(self, max_threads: int = 1, parent: QObject | None = None,
+                 keep_threads: bool = False):
         super().__init__(parent)
         self.pool = QThreadPool(self)
         self.pool.setMaxThreadCount(max_threads)
+        if keep_threads:    # the same thread(s) for the queue's life: per-thread resources persist
+            self.pool.setExpiryTimeout(-1)
         self._workers: list[Worker] = []
 
     def submit(self, worker: Worker) -> Worker:

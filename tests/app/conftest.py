@@ -145,8 +145,18 @@ def window(qtbot, app_settings):
     w.resize(1440, 900)
     w.show()
     qtbot.waitExposed(w)
+    activate(qtbot, w)
     yield w
     w.close()
+
+
+def activate(qtbot, w):
+    """Make ``w`` the active window (as a user's click on it does): window shortcuts need it."""
+    from PySide6.QtWidgets import QApplication
+
+    w.raise_()
+    w.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is w, timeout=3000)
 
 
 def shot(widget, name: str) -> Path:
@@ -168,3 +178,127 @@ CUTIN_RULE = {"event": "cut_in_right", "entity": {"role": "object", "class_filte
               "hard_gates": [{"field": "abs_loc_x", "op": "lt", "value": 1.0}],
               "soft_scores": [{"type": "temporal_change", "field": "loc_x", "window_seconds": 4.0,
                                "magnitude": 3.0, "direction": "negative", "weight": 1.0}]}
+
+
+# -- the user's hand: real mouse clicks and key presses (QTest), never signals emitted by hand
+def plot_pos(timeline_or_view, row, x, y):
+    """Viewport pixel of data point (x, y) in a pyqtgraph row (a timeline ``_Row`` or PlotItem)."""
+    from PySide6.QtCore import QPointF
+
+    view = getattr(timeline_or_view, "view", timeline_or_view)
+    plot = row if hasattr(row, "getViewBox") else row.plot
+    scene = plot.getViewBox().mapViewToScene(QPointF(float(x), float(y)))
+    return view.mapFromScene(scene)
+
+
+def click_plot(qtbot, timeline_or_view, row, x, y, button=None):
+    """Left click at data point (x, y) of a pyqtgraph plot, on its viewport."""
+    from PySide6.QtCore import Qt
+
+    view = getattr(timeline_or_view, "view", timeline_or_view)
+    pos = plot_pos(view, row, x, y)
+    qtbot.mouseMove(view.viewport(), pos)
+    qtbot.wait(30)                  # pyqtgraph drops moves closer than 1/mouseRateLimit (10 ms)
+    qtbot.mouseClick(view.viewport(), button or Qt.MouseButton.LeftButton, pos=pos)
+    return pos
+
+
+def drag_playhead(qtbot, timeline, row_index, t_to):
+    """Press on the playhead of row ``row_index``, move in steps, release at time ``t_to``."""
+    from PySide6.QtCore import Qt
+
+    row = timeline.rows[row_index]
+    lo, hi = row.plot.getViewBox().viewRange()[1]
+    y = (lo + hi) / 2
+    vp = timeline.view.viewport()
+    start = plot_pos(timeline, row, timeline.t_s, y)
+    end = plot_pos(timeline, row, t_to, y)
+    qtbot.mouseMove(vp, start)
+    qtbot.wait(30)                  # pyqtgraph drops moves closer than 1/mouseRateLimit (10 ms)
+    qtbot.mousePress(vp, Qt.MouseButton.LeftButton, pos=start)
+    for k in range(1, 9):
+        qtbot.wait(30)
+        qtbot.mouseMove(vp, start + (end - start) * (k / 8))
+    qtbot.wait(30)
+    qtbot.mouseRelease(vp, Qt.MouseButton.LeftButton, pos=end)
+
+
+def answer_dialogs(qtbot, *handlers, timeout_ms=20000):
+    """Answer the next modal dialogs like a user: each handler gets the dialog when it is shown
+    (a QMessageBox, a QInputDialog...) and clicks or types in it. Returns the list of dialogs met."""
+    from PySide6.QtCore import QElapsedTimer, QTimer
+    from PySide6.QtWidgets import QApplication
+
+    met = []
+    clock = QElapsedTimer()
+    clock.start()
+
+    def poll(i=0):
+        if i >= len(handlers) or clock.elapsed() > timeout_ms:
+            return
+        d = QApplication.activeModalWidget()
+        if d is None or d in met or not d.isVisible():
+            QTimer.singleShot(20, lambda: poll(i))
+            return
+        met.append(d)
+        handlers[i](d)
+        QTimer.singleShot(20, lambda: poll(i + 1))
+
+    QTimer.singleShot(0, poll)
+    return met
+
+
+def click_button(qtbot, dialog, text):
+    """Click the dialog's button whose text contains ``text`` (case-insensitive, & ignored)."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QAbstractButton
+
+    for b in dialog.findChildren(QAbstractButton):
+        if text.lower() in b.text().replace("&", "").lower() and b.isVisible():
+            qtbot.mouseClick(b, Qt.MouseButton.LeftButton)
+            return b
+    raise AssertionError(f"no button {text!r} in {[b.text() for b in dialog.findChildren(QAbstractButton)]}")
+
+
+def type_into_input_dialog(qtbot, dialog, text):
+    """Select the input dialog's text, type ``text`` and press OK."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QLineEdit
+
+    edit = dialog.findChild(QLineEdit)
+    edit.setFocus()
+    qtbot.keyClick(edit, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+    qtbot.keyClicks(edit, text)
+    click_button(qtbot, dialog, "OK")
+
+
+def right_click(qtbot, widget, pos):
+    """A right click the way the window system delivers it (so a context menu event follows)."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QCursor
+    from PySide6.QtTest import QTest
+    from PySide6.QtWidgets import QApplication
+
+    qtbot.wait(QApplication.styleHints().mouseDoubleClickInterval() + 30)   # not a double click
+    if QApplication.activeWindow() is not widget.window():
+        activate(qtbot, widget.window())   # offscreen: a closed popup menu stays the active window
+    win = widget.window().windowHandle()
+    wpos = widget.mapTo(widget.window(), pos)
+    QCursor.setPos(widget.mapToGlobal(pos))    # the pointer is there (a context menu goes to it)
+    QTest.mouseMove(win, wpos)
+    qtbot.wait(20)
+    QTest.mousePress(win, Qt.MouseButton.RightButton, Qt.KeyboardModifier.NoModifier, wpos)
+    qtbot.wait(20)
+    QTest.mouseRelease(win, Qt.MouseButton.RightButton, Qt.KeyboardModifier.NoModifier, wpos)
+
+
+def click_menu_action(qtbot, menu, text):
+    """Click the entry ``text`` (substring) of a shown QMenu."""
+    from PySide6.QtCore import Qt
+
+    qtbot.waitUntil(menu.isVisible, timeout=3000)
+    for a in menu.actions():
+        if text.lower() in a.text().replace("&", "").lower():
+            qtbot.mouseClick(menu, Qt.MouseButton.LeftButton, pos=menu.actionGeometry(a).center())
+            return a
+    raise AssertionError(f"no entry {text!r} in {[a.text() for a in menu.actions()]}")

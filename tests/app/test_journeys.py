@@ -7,7 +7,7 @@ import stat
 import pytest
 from PySide6.QtCore import Qt
 
-from tests.app.conftest import CUTIN_RULE, make_clip, shot
+from tests.app.conftest import CUTIN_RULE, click_plot, drag_playhead, make_clip, shot
 
 QUERY = "a car cuts in from the right"
 
@@ -97,16 +97,19 @@ def test_j3_j5_j6_inspect_rule_marks(qtbot, window, library_copy, monkeypatch):
         qtbot.keyClick(w.player, Qt.Key.Key_Right)
     assert w.player.frame_idx == f0 + 1
     assert f"frame {f0 + 1} /" in w.player.position_label.text()
-    # the playhead drives the player
-    line = w.timeline.rows[0].playhead
-    line.setValue(1.0)
-    with qtbot.waitSignal(w.player.frame_shown, timeout=5000) as b:
-        line.sigDragged.emit(line)
-    assert b.args[0] == 20
-    # clicking a track curve highlights its box
-    c = w.timeline.rows[0].curves[1]
-    c.sigClicked.emit(c, None)
-    assert w.player.canvas.highlight == w.timeline._curve_track[id(c)]
+    # dragging the playhead with the mouse drives the player
+    tl = w.timeline
+    drag_playhead(qtbot, tl, 0, 1.0)
+    qtbot.waitUntil(lambda: abs(w.player.frame_idx - 20) <= 1, timeout=5000)
+    assert abs(tl.t_s - 1.0) < 0.06
+    # clicking the curve of another track (the far car, #2) selects it: its box is highlighted
+    row = tl.rows[tl.row_names.index("loc_x")]
+    tr = next(t for t in tl.explanation.traces if int(t.track) == 2)
+    assert w.player.canvas.highlight != 2
+    with qtbot.waitSignal(w.player.frame_shown, timeout=5000):
+        click_plot(qtbot, tl, row, float(tr.t[4]), float(tr.values["loc_x"][4]))
+    assert w.player.canvas.highlight == 2 and tl.highlighted == 2
+    w.player.setFocus()
     qtbot.keyClick(w.player, Qt.Key.Key_Space)
     assert w.player.is_playing
     qtbot.waitUntil(lambda: w.player.frame_idx > 22, timeout=5000)
@@ -135,7 +138,8 @@ def test_j4_compare_synced(qtbot, window, library_copy):
     assert len(w.selected_rows()) == 2
     qtbot.keyClick(w.table, Qt.Key.Key_K, Qt.KeyboardModifier.ControlModifier)
     cv = w.compare
-    assert w.tabs.currentWidget() is cv and len(cv.slots) == 2
+    qtbot.waitUntil(lambda: len(cv.slots) == 2, timeout=20000)     # records load in a worker
+    assert w.tabs.currentWidget() is cv
     starts = [s.player.frame_at(s.start_s) for s in cv.slots]
     assert cv.frames() == starts
     assert starts[0] != starts[1]                    # each aligned to its own event start

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from tests.app.conftest import clip_records, frame_code, make_clip, shot
+from tests.app.conftest import click_plot, clip_records, drag_playhead, frame_code, make_clip, shot
 
 
 @pytest.fixture()
@@ -123,17 +123,22 @@ def test_timeline_playhead_and_curves(qtbot, library_dir):
     curves_before = [id(c) for r in tl.rows for c in r.curves]
     tl.set_explanation(exp, "again")                # pooled: no new items
     assert [id(c) for r in tl.rows for c in r.curves] == curves_before
+    qtbot.waitExposed(tl)
     seen = []
     tl.seek_requested.connect(seen.append)
-    line = tl.rows[0].playhead
-    line.setValue(2.0)
-    line.sigDragged.emit(line)
-    assert seen == [2.0] and all(r.playhead.value() == 2.0 for r in tl.rows)
+    drag_playhead(qtbot, tl, 0, 2.0)                 # the mouse drags the playhead to 2 s
+    assert seen and abs(seen[-1] - 2.0) < 0.05
+    assert all(r.playhead.value() == seen[-1] for r in tl.rows)
     tracks = []
     tl.track_selected.connect(tracks.append)
-    c = tl.rows[0].curves[0]
-    c.sigClicked.emit(c, None)
-    assert tracks == [tl._curve_track[id(c)]]
+    row = tl.rows[tl.row_names.index("loc_x")]
+    for tid in (2, 1):                               # a click on each track's curve selects it
+        tr = next(t for t in exp.traces if int(t.track) == tid)
+        k = len(tr.t) // 4
+        click_plot(qtbot, tl, row, float(tr.t[k]), float(tr.values["loc_x"][k]))
+        assert tracks[-1] == tid and tl.highlighted == tid
+        assert abs(seen[-1] - float(tr.t[k])) < 0.05       # ... and seeks there
+    assert tracks == [2, 1]
     shot(tl, "timeline")
 
 
