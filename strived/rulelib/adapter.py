@@ -79,7 +79,16 @@ def _is_obj(frag: dict) -> bool:
 
 def adapt_offline(query: str, match: MatchResult, library,
                   available_fields: set[str] | None = None) -> tuple[dict, list[str]]:
-    """(adapted rule dict, notices) for ``query`` from ``match.event``'s library rule.
+    """(adapted rule dict, notices): `adapt_offline_from` without the exemplar."""
+    rule, notices, _ = adapt_offline_from(query, match, library, available_fields)
+    return rule, notices
+
+
+def adapt_offline_from(query: str, match: MatchResult, library,
+                       available_fields: set[str] | None = None) -> tuple[dict, list[str], str]:
+    """(adapted rule dict, notices, exemplar event) for ``query`` from ``match.event``'s library
+    rule (the exemplar may differ from the match: ego/other swap, a fallback, a composed query's
+    first part).
 
     ``available_fields``: the fields some video of the searched library has; a gate on any other
     field would judge no video at all, so it is not added (and a notice says so). A composed query
@@ -98,7 +107,8 @@ def adapt_offline(query: str, match: MatchResult, library,
     if comp and not (comp.get("composite") and comp["composite"] in library.entries):
         built = build_sequence(query, comp, library, notices)
         if built is not None:
-            return parse_rule(built).to_dict(), notices
+            first = next(k for k in comp.get("first_events") or [] if k in library.entries)
+            return parse_rule(built).to_dict(), notices, first
     key = match.event
     if key == "none" or key not in library.entries:
         key = "object_approach" if "object_approach" in library.entries else library.keys()[0]
@@ -174,7 +184,7 @@ def adapt_offline(query: str, match: MatchResult, library,
     del frags
     rule["event"] = key + ("_" + "_".join(suffix) if suffix else "")
     rule["description"] = f"adapted from '{key}' for the query {query!r}"
-    return parse_rule(rule).to_dict(), notices
+    return parse_rule(rule).to_dict(), notices, key
 
 
 # ---- composed queries -------------------------------------------------------------------------

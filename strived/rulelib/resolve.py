@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..rules.model import Rule, parse_rule
-from .adapter import adapt_offline
+from .adapter import adapt_offline_from
 from .library import RuleLibrary, load_default_library
 from .matcher import TAU_REUSE, MatchResult, match_offline
 
@@ -92,8 +92,6 @@ def resolve_rule(query: str, library: RuleLibrary | None = None, llm=None, *,
         return ResolvedRule(lib.rule(match.event), match.event, match.confidence, "reused",
                             "offline", notices, match.event, match.reason, p_event=_p(match))
     exemplar_match = match if match.event in lib.entries else off
-    rule_d, more = adapt_offline(query, exemplar_match, lib, available_fields)
-    exemplar = rule_d.get("description", "").split("'")[1] if "'" in rule_d.get("description", "") \
-        else exemplar_match.event
+    rule_d, more, exemplar = adapt_offline_from(query, exemplar_match, lib, available_fields)
     return ResolvedRule(parse_rule(rule_d), match.event, match.confidence, "adapted", "offline",
                         notices + more, exemplar, match.reason, p_event=_p(match))

@@ -108,3 +108,21 @@ def test_default_library_and_speed():
         resolve_rule(q, lib)
     per_query_ms = (time.perf_counter() - t0) / len(qs) * 1000
     assert per_query_ms < 20, per_query_ms
+
+
+def test_adapted_rule_names_its_exemplar_without_reading_the_description():
+    from strived.rulelib.adapter import adapt_offline_from
+    from strived.rulelib.library import load_default_library
+    from strived.rulelib.matcher import match_offline
+    from strived.rulelib.resolve import resolve_rule
+
+    lib = load_default_library()
+    q = "a scooter overtakes us on the left"
+    rule, _, exemplar = adapt_offline_from(q, match_offline(q, lib), lib)
+    assert exemplar == "overtaken_left" and rule["event"].startswith("overtaken_left")
+    rr = resolve_rule(q, library=lib)
+    assert rr.mode == "adapted" and rr.exemplar_event == "overtaken_left"
+    # the ego/other swap: the exemplar is the event actually adapted, not the matched one
+    q2 = "the truck in front of us slows down hard"
+    r2 = resolve_rule(q2, library=lib)
+    assert r2.exemplar_event in lib.entries and r2.rule.event.startswith(r2.exemplar_event)
