@@ -18,7 +18,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="check this installation offline (index a generated clip, search it) and exit")
     args = p.parse_args(argv)
     if args.self_test:
-        from .welcome import run_self_test
+        from .self_test import run_self_test
 
         return run_self_test()
 

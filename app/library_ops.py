@@ -1,36 +1,22 @@
-"""Small library reads/writes the app needs beyond ``strived.engine``: relevance marks, saved
+"""Small library operations the app needs beyond ``strived.engine``: relevance marks, saved
 searches (with the ranking to reopen), user rules, thumbnails, status-bar stats.
 
-Pure Python over ``Library.db`` (no Qt), so the CLI could share them; see the report's request to
-move them under ``strived/store/``.
+No Qt. Marks and saved searches are written by the store (``Library.set_mark``,
+``Library.save_search``...); this module only turns a SearchResponse into a saved spec and back.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import json
-
 SAVED_FORMAT = "strived.saved_search/1"
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 # -- marks (feed calibration: query, video, relevant, event)
 def set_mark(library, query: str, video_id: str, relevant: bool | None, event: str | None) -> None:
-    with library.transaction():
-        if relevant is None:
-            library.conn.execute("DELETE FROM marks WHERE query=? AND video_id=?", (query, video_id))
-        else:
-            library.conn.execute(
-                "INSERT OR REPLACE INTO marks(query, video_id, relevant, event, created_at) "
-                "VALUES (?,?,?,?,?)", (query, video_id, int(bool(relevant)), event, _now()))
+    library.set_mark(query, video_id, relevant, event)
 
 
 def marks_for(library, query: str) -> dict[str, bool]:
-    return {v: bool(r) for v, r in library.conn.execute(
-        "SELECT video_id, relevant FROM marks WHERE query=?", (query,))}
+    return library.marks_for(query)
 
 
 # -- saved searches
@@ -42,36 +28,32 @@ def save_search(library, name: str, response, weights: dict | None = None) -> di
             "library_version": library.meta_get("schema_version"),
             "index_version": library.meta_get("content_version"),
             "hits": [h.to_dict() if hasattr(h, "to_dict") else dict(h) for h in response.hits]}
-    with library.transaction():
-        library.conn.execute(
-            "INSERT OR REPLACE INTO saved_searches(name, query, spec, created_at) VALUES (?,?,?,?)",
-            (name, response.query, json.dumps(spec), _now()))
+    library.save_search(name, response.query, spec)
     return spec
 
 
 def saved_search_info(library, name: str) -> tuple[str, str] | None:
     """(query, created_at) of the saved search ``name``, or None when there is none."""
-    row = library.conn.execute("SELECT query, created_at FROM saved_searches WHERE name=?",
-                               (name,)).fetchone()
-    return (row[0], row[1]) if row else None
+    row = library.saved_search(name)
+    return (row["query"], row["created_at"]) if row else None
 
 
 def list_saved(library) -> list[tuple[str, str, str]]:
-    return [tuple(r) for r in library.conn.execute(
-        "SELECT name, query, created_at FROM saved_searches ORDER BY created_at DESC, name")]
+    return library.saved_searches()
 
 
 def load_saved(library, name: str):
     """(SearchResponse rebuilt from the stored ranking, spec, stale-notice or None)."""
     from strived.engine import SearchHit, SearchResponse
 
-    row = library.conn.execute("SELECT spec FROM saved_searches WHERE name=?", (name,)).fetchone()
+    row = library.saved_search(name)
     if row is None:
         raise KeyError(name)
-    spec = json.loads(row[0])
+    spec = row["spec"]
     hits = [SearchHit(rank=h["rank"], video_id=h["video_id"], path=h.get("path"), score=h["score"],
                       span_s=tuple(h["span_s"]) if h.get("span_s") else None,
-                      per_source=h.get("per_source") or {}, peak_track=h.get("peak_track"))
+                      per_source=h.get("per_source") or {}, peak_track=h.get("peak_track"),
+                      relevance=h.get("relevance"), steps=h.get("steps"), absent=h.get("absent"))
             for h in spec.get("hits", [])]
     notice = None
     now = library.meta_get("content_version")
@@ -133,7 +115,7 @@ def quick_stats(library) -> dict:
     n_v = c.execute("SELECT COUNT(*) FROM videos").fetchone()[0]
     n_t = c.execute("SELECT COUNT(*) FROM tracks").fetchone()[0]
     n_err = c.execute("SELECT COUNT(*) FROM files WHERE status='failed'").fetchone()[0]
-    n_marks = c.execute("SELECT COUNT(*) FROM marks").fetchone()[0]
+    n_marks = library.count_marks()
     return {"videos": n_v, "tracks": n_t, "failed": n_err, "marks": n_marks,
             "index_version": library.meta_get("content_version")}
 

@@ -13,7 +13,8 @@ from PySide6.QtCore import QByteArray, QStringListModel, Qt, QTimer, QUrl, Signa
 from PySide6.QtGui import QAction, QDesktopServices, QKeySequence
 from PySide6.QtWidgets import (QAbstractItemView, QApplication, QComboBox, QCompleter, QDialog,
                                QDialogButtonBox, QDockWidget, QFileDialog, QHBoxLayout,
-                               QHeaderView, QInputDialog, QLabel, QMainWindow, QMenu, QMessageBox,
+                               QHeaderView, QInputDialog, QLabel, QListWidget, QListWidgetItem,
+                               QMainWindow, QMenu, QMessageBox,
                                QPlainTextEdit, QProgressBar, QPushButton, QSplitter, QTableView,
                                QTabWidget, QToolBar, QVBoxLayout, QWidget)
 
@@ -27,6 +28,7 @@ from .results import ResultsModel
 from .rule_editor import RuleEditor
 from .settings import AppSettings, SettingsDialog
 from .timeline import TimelineWidget
+from .welcome import WelcomeDialog, default_library_for, show_welcome_at_start
 from .workers import JobQueue, Worker
 
 #: how long closing waits for jobs that cannot stop at once (a model load): the window goes at once,
@@ -66,12 +68,37 @@ def search_job(library, query: str, *, progress=None, cancel=None, **kwargs):
 
 
 def inspect_job(library, video_id: str, rule: dict | None):
-    """Records (for box overlays) and the rule's explanation (for the timeline) of one video."""
+    """Records (for box overlays), the rule's explanation (for the timeline) of one video, and
+    each hard gate's witness: the track (or the ego, track -1) that met it and when."""
     from strived import engine
+    from strived.rules import parse_rule
+    from strived.rules.explain import gate_witnesses
 
     rec = library.get_video(video_id)
-    exp = engine.explain(library, video_id, rule) if rule else None
-    return rec, exp
+    if not rule:
+        return rec, None, []
+    r = parse_rule(rule)
+    exp = engine.explain(library, video_id, r)
+    return rec, exp, gate_witnesses(exp, r) if r.hard_gates else []
+
+
+def gate_witness_text(g: dict) -> str:
+    """One hard gate's witness in words: which track met it, when, and whether it is the track
+    the score (and the span) come from."""
+    if not g.get("met"):
+        return f"{g['gate']}: not met by any track"
+    tid = int(g["track"])
+    who = "the ego vehicle" if tid < 0 else f"{g.get('cls') or 'track'} #{tid}"
+    when = (f", {g['first_s']:.1f}–{g['last_s']:.1f} s" if g.get("first_s") is not None else "")
+    frac = g.get("fraction")
+    share = f" ({frac:.0%} of its samples)" if frac is not None else ""
+    if tid < 0:
+        whose = ""
+    elif g.get("is_peak_track"):
+        whose = " · the scoring track"
+    else:
+        whose = " · not the scoring track"
+    return f"{g['gate']}: met by {who}{when}{share}{whose}"
 
 
 def compare_job(library, items: list[dict]) -> list[dict]:
@@ -89,6 +116,47 @@ def compare_job(library, items: list[dict]) -> list[dict]:
             it["explanation"], it["explain_error"] = None, str(exc)
         out.append(it)
     return out
+
+
+def missing_job(library) -> list:
+    """Videos of the library whose file is gone (``strived.maintenance.footage``)."""
+    from strived.maintenance.footage import missing_videos
+
+    return missing_videos(library)
+
+
+def find_moved_job(library, folder: str):
+    from strived.maintenance.footage import find_moved
+
+    return find_moved(library, folder)
+
+
+def relink_job(library, old: str, new: str):
+    from strived.maintenance.footage import relink
+
+    return relink(library, old, new)
+
+
+def remove_job(library, video_ids: list[str]) -> list[str]:
+    from strived.maintenance.footage import remove_videos
+
+    return remove_videos(library, video_ids)
+
+
+def relink_summary(rep, what: str) -> tuple[str, str]:
+    """(one line, details) of a RelinkReport for a message box."""
+    lines = [f"relinked {vid}: {old} → {new}" for vid, old, new in rep.relinked]
+    lines += [f"not relinked {vid or '–'}: {old} ({why})" for vid, old, why in rep.not_relinked]
+    return f"{what}: {rep.summary()}.", "\n".join(lines)
+
+
+def missing_folders(missing) -> list[str]:
+    """The folders the missing videos were in, the most frequent first (relink's old folder)."""
+    count: dict[str, int] = {}
+    for m in missing:
+        d = os.path.dirname(m.path)
+        count[d] = count.get(d, 0) + 1
+    return sorted(count, key=lambda d: (-count[d], d))
 
 
 _NOT_READY = {"bm25": "keyword search", "dense": "description search"}
@@ -171,12 +239,14 @@ class MainWindow(QMainWindow):
         self._search_t0 = 0.0
         self._inspect_worker: Worker | None = None
         self._compare_worker: Worker | None = None
+        self._maint_worker: Worker | None = None      # footage maintenance (Library menu)
         self.index_worker: Worker | None = None
         self._index_folder = ""
         self._results_stale = False             # shown while the search index was incomplete
         self._base_response = None              # the last search (not re-rank): Reset's target
         self._mark_undo: list[list[tuple]] = []
         self._mark_redo: list[list[tuple]] = []
+        self.gate_witnesses: list[dict] = []    # the inspected result's hard-gate witnesses
         self.close_s: float | None = None
         self._build()
         self.resize(1440, 900)
@@ -252,6 +322,16 @@ class MainWindow(QMainWindow):
                                  ["Ctrl+Up", "Ctrl+Shift+J"])
         self.act_edit_rule = A("Edit the rule", lambda: self.tabs.setCurrentWidget(
             self.rule_editor), "Ctrl+R")
+        self.act_find_missing = A("Find missing videos…", self.find_missing_videos, None,
+                                  "List the videos whose file is no longer where it was "
+                                  "indexed, and look for them in a folder")
+        self.act_relink = A("Relink a moved folder…", lambda: self.relink_folder(), None,
+                            "The footage moved: point the library's videos from the old folder "
+                            "to the new one (checked by content)")
+        self.act_remove_videos = A("Remove selected videos from the library…",
+                                   self.remove_selected_videos, None,
+                                   "Remove the selected results' videos from the library (their "
+                                   "files are not deleted)")
         self.saved_menu = QMenu("Saved searches", self)
         self.saved_menu.aboutToShow.connect(self._on_saved_menu_about_to_show)
 
@@ -263,6 +343,9 @@ class MainWindow(QMainWindow):
         m_file.addMenu(self.saved_menu)
         for a in (self.act_export, None, self.act_settings, None, self.act_quit):
             m_file.addSeparator() if a is None else m_file.addAction(a)
+        m_lib = mb.addMenu("&Library")
+        for a in (self.act_find_missing, self.act_relink, None, self.act_remove_videos):
+            m_lib.addSeparator() if a is None else m_lib.addAction(a)
         m_edit = mb.addMenu("&Edit")
         for a in (self.act_undo, self.act_redo, None, self.act_find, None, self.act_mark_yes,
                   self.act_mark_no, self.act_mark_clear, self.act_marks_clear_all):
@@ -284,7 +367,7 @@ class MainWindow(QMainWindow):
         m_help = mb.addMenu("&Help")
         for a in (self.act_welcome, self.act_shortcuts, None, self.act_about):
             m_help.addSeparator() if a is None else m_help.addAction(a)
-        self.menus = {"File": m_file, "Edit": m_edit, "View": m_view, "Search": m_search,
+        self.menus = {"File": m_file, "Library": m_lib, "Edit": m_edit, "View": m_view, "Search": m_search,
                       "Help": m_help, "Playback": m_play}
 
         tb = QToolBar("Main", self)
@@ -370,10 +453,22 @@ class MainWindow(QMainWindow):
 
         self.player = PlayerWidget(self)
         self.timeline = TimelineWidget(self)
+        self.gates_list = QListWidget(self)
+        self.gates_list.setObjectName("gateWitnesses")
+        self.gates_list.setToolTip("Each hard gate of the rule: the track that met it and when. "
+                                   "Click one to select that track in the timeline and the player.")
+        self.gates_list.itemClicked.connect(self._on_gate_clicked)
+        self.gates_list.hide()
+        why = QWidget(self)
+        wl = QVBoxLayout(why)
+        wl.setContentsMargins(0, 0, 0, 0)
+        wl.setSpacing(2)
+        wl.addWidget(self.gates_list)
+        wl.addWidget(self.timeline, 1)
         self.inspect_split = QSplitter(Qt.Orientation.Vertical, self)
         self.inspect_split.setObjectName("inspectSplit")
         self.inspect_split.addWidget(self.player)
-        self.inspect_split.addWidget(self.timeline)
+        self.inspect_split.addWidget(why)
         self.inspect_split.setSizes([430, 370])      # the timeline's rows need height to be read
         self.compare = CompareView(self)
         self.rule_editor = RuleEditor(self)
@@ -521,8 +616,6 @@ class MainWindow(QMainWindow):
 
     def open_video_folder(self, folder: str) -> bool:
         """Create (or reopen) the library of a dashcam folder and index it."""
-        from .welcome import default_library_for
-
         if not self.open_library(str(default_library_for(folder)), create=True):
             return False
         self.start_indexing(folder)
@@ -535,7 +628,7 @@ class MainWindow(QMainWindow):
         self.jobs.cancel_all()
         self._set_searching(False)
         self.index_worker = self._search_worker = self._inspect_worker = None
-        self._compare_worker = None
+        self._compare_worker = self._maint_worker = None
         if self.conns is not None:
             self.conns.close_all()
         self.conns = None
@@ -544,6 +637,7 @@ class MainWindow(QMainWindow):
         self.model.clear()
         self.player.clear()
         self.timeline.clear()
+        self.set_gate_witnesses([])
 
     def refresh_stats(self) -> None:
         if self.library is None:
@@ -560,6 +654,10 @@ class MainWindow(QMainWindow):
         has_hits = bool(self.model.hits)
         searching = self._search_worker is not None and not self._search_worker.is_done
         self.act_index.setEnabled(has_lib)
+        busy = self._maint_worker is not None and not self._maint_worker.is_done
+        self.act_find_missing.setEnabled(has_lib and not busy)
+        self.act_relink.setEnabled(has_lib and not busy)
+        self.act_remove_videos.setEnabled(has_hits and not busy)
         for a in (self.act_export, self.act_save, self.act_compare, self.act_mark_yes,
                   self.act_mark_no, self.act_mark_clear, self.act_marks_clear_all,
                   self.act_next_result, self.act_prev_result):
@@ -779,6 +877,7 @@ class MainWindow(QMainWindow):
         else:
             self.player.clear("No video matched this query.")
             self.timeline.clear("No video matched: try other words or edit the rule (Rule tab).")
+            self.set_gate_witnesses([])
 
     def select_result(self, step: int) -> None:
         n = self.model.rowCount()
@@ -818,6 +917,7 @@ class MainWindow(QMainWindow):
         else:
             self.player.clear("Records only: this item has no video file.")
         self.timeline.clear("Explaining…")
+        self.set_gate_witnesses([])
         if self._inspect_worker is not None:
             self._inspect_worker.cancel()
         rule = self.response.rule_for(h.video_id) if self.response else None
@@ -830,7 +930,7 @@ class MainWindow(QMainWindow):
     def _on_inspect_finished(self, worker, hit, result) -> None:
         if worker is not self._inspect_worker:
             return
-        rec, exp = result
+        rec, exp, witnesses = result
         from .frames import BoxOverlay
 
         self.player.overlay_data = BoxOverlay(rec)
@@ -845,6 +945,7 @@ class MainWindow(QMainWindow):
             intervals = self.timeline.event_intervals()
             if intervals:
                 self.player.set_intervals(intervals)
+            self.set_gate_witnesses(witnesses)
         else:
             self.timeline.clear("No rule for this search (dense/BM25 only): nothing to explain.")
         self.inspect_finished.emit(hit.video_id)
@@ -852,6 +953,37 @@ class MainWindow(QMainWindow):
     def _on_inspect_errored(self, worker, exc, tb) -> None:
         if worker is self._inspect_worker:
             self.timeline.clear(f"Cannot explain this video: {exc}")
+
+    def set_gate_witnesses(self, witnesses: list[dict]) -> None:
+        """The hard gates' witnesses under the player (hidden when the rule has no hard gate)."""
+        self.gate_witnesses = list(witnesses)
+        self.gates_list.clear()
+        for g in witnesses:
+            it = QListWidgetItem(gate_witness_text(g))
+            if g.get("met"):
+                it.setData(Qt.ItemDataRole.UserRole, (int(g["track"]), g.get("first_s")))
+                it.setToolTip("Click to select this track in the timeline and the player, and "
+                              "go to where it first meets the gate")
+            else:
+                it.setFlags(it.flags() & ~Qt.ItemFlag.ItemIsSelectable)
+                it.setToolTip("No track of this video meets this gate")
+            self.gates_list.addItem(it)
+        if witnesses:                   # as tall as its rows (up to 4; it scrolls beyond)
+            rows = min(4, len(witnesses))
+            self.gates_list.setFixedHeight(rows * max(16, self.gates_list.sizeHintForRow(0))
+                                           + 2 * self.gates_list.frameWidth() + 2)
+        self.gates_list.setVisible(bool(witnesses))
+
+    def _on_gate_clicked(self, item) -> None:
+        data = item.data(Qt.ItemDataRole.UserRole)
+        if not data:
+            return
+        tid, first_s = data
+        self.timeline.highlight_track(tid)
+        self.player.highlight_track(tid)
+        if first_s is not None:
+            self.player.pause()
+            self.player.seek_time(float(first_s))
 
     def _on_player_frame_shown(self, _frame: int, t_s: float) -> None:
         self.timeline.set_time(t_s)
@@ -1041,6 +1173,146 @@ class MainWindow(QMainWindow):
         self.results_menu = menu
         menu.popup(self.table.viewport().mapToGlobal(pos))
 
+    # ------------------------------------------------------------------ footage maintenance
+    def _maintain(self, what: str, fn, *args, done=None) -> Worker | None:
+        """Run a ``strived.maintenance.footage`` call on the library worker (never on the UI
+        thread); ``done(result)`` gets its result on the UI thread."""
+        if self.library is None or self.conns is None:
+            return None
+        w = Worker(library_job, self.conns, fn, *args, pass_progress=False, pass_cancel=False,
+                   name="maintenance")
+        self.statusBar().showMessage(f"{what}…")
+
+        def finished(res, w=w):
+            if w is self._maint_worker:
+                self.statusBar().clearMessage()
+                self._maint_worker = None
+                self._refresh_actions()
+                if done is not None:
+                    done(res)
+
+        def errored(exc, tb, w=w):
+            if w is self._maint_worker:
+                self._maint_worker = None
+                self._refresh_actions()
+                self.presenter.present(f"{what} failed", exc, tb)
+
+        w.signals.finished.connect(finished)
+        w.signals.errored.connect(errored)
+        self._maint_worker = self.jobs.submit(w)
+        self._refresh_actions()
+        return w
+
+    def _report(self, title: str, text: str, details: str = "", name: str = "maintenanceBox",
+                buttons=()) -> str | None:
+        """A summary box; ``buttons``: extra choices; returns the one clicked (None: Close)."""
+        box = QMessageBox(QMessageBox.Icon.Information, title, text, parent=self)
+        box.setObjectName(name)
+        if details:
+            box.setDetailedText(details)
+        extra = {box.addButton(b, QMessageBox.ButtonRole.ActionRole): b for b in buttons}
+        close = box.addButton(QMessageBox.StandardButton.Close)
+        box.setDefaultButton(close)
+        box.exec()
+        self.last_report = text
+        return extra.get(box.clickedButton())
+
+    def find_missing_videos(self) -> None:
+        """Library → Find missing videos: list them, then look for them in a folder (by content)
+        or relink the folder they were in."""
+        self._maintain("Looking for missing video files", missing_job, done=self._on_missing)
+
+    def _on_missing(self, missing) -> None:
+        self.missing = list(missing)
+        if not missing:
+            self._report("No missing video", "Every video of this library is where it was "
+                         "indexed.")
+            return
+        n = len(missing)
+        folders = missing_folders(missing)
+        text = (f"{n} video{'s' if n != 1 else ''} of this library {'have' if n != 1 else 'has'} "
+                f"no file where {'they were' if n != 1 else 'it was'} indexed (moved, renamed or "
+                f"deleted), in {len(folders)} folder{'s' if len(folders) != 1 else ''}. Their "
+                "records are kept: search still finds them.")
+        choice = self._report("Missing videos", text,
+                              "\n".join(f"{m.video_id}: {m.path}" for m in missing),
+                              buttons=("Look for them in a folder…", "Relink a moved folder…"))
+        if choice == "Look for them in a folder…":
+            d = QFileDialog.getExistingDirectory(self, "Folder to look in for the missing videos")
+            if d:
+                self._maintain("Looking for the missing videos", find_moved_job, d,
+                               done=lambda rep: self._on_relinked(rep, f"Looked in {d}"))
+        elif choice == "Relink a moved folder…":
+            self.relink_folder(folders)
+
+    def relink_folder(self, folders: list[str] | None = None) -> None:
+        """Library → Relink a moved folder: the old folder (as the library knows it; the folders
+        of missing videos are offered), then where it is now."""
+        if self.library is None:
+            return
+        if folders is None:
+            self._maintain("Looking for missing video files", missing_job,
+                           done=lambda miss: self.relink_folder(missing_folders(miss) or [""]))
+            return
+        old, ok = QInputDialog.getItem(self, "Relink a moved folder",
+                                       "The folder as the library knows it (where the videos "
+                                       "were indexed):", folders, 0, True)
+        old = old.strip()
+        if not ok or not old:
+            return
+        new = QFileDialog.getExistingDirectory(self, f"Where is {old} now?")
+        if new:
+            self._maintain("Relinking", relink_job, old, new,
+                           done=lambda rep: self._on_relinked(rep, f"{old} → {new}"))
+
+    def _on_relinked(self, rep, what: str) -> None:
+        text, details = relink_summary(rep, what)
+        if rep.relinked:
+            vids = {vid: new for vid, _old, new in rep.relinked}
+            for h in self.model.hits:
+                if h.video_id in vids:
+                    h.path = vids[h.video_id]
+            if self.model.hits:
+                self.model.dataChanged.emit(self.model.index(0, 0), self.model.index(
+                    self.model.rowCount() - 1, self.model.columnCount() - 1))
+        self.refresh_stats()
+        self._report("Relink", text, details)
+
+    def remove_selected_videos(self) -> None:
+        """Library → Remove selected videos: asks first; the files themselves are not touched."""
+        hits = [self.model.hit(r) for r in self._target_rows()]
+        ids = [h.video_id for h in hits if h is not None]
+        if not ids or self.library is None:
+            return
+        n = len(ids)
+        box = QMessageBox(QMessageBox.Icon.Warning, "Remove from the library?",
+                          f"Remove {n} video{'s' if n != 1 else ''} from this library?",
+                          parent=self)
+        box.setObjectName("removeVideosBox")
+        box.setInformativeText("Their records, tracks, descriptions and thumbnails are removed "
+                               "from the library; the video files stay on disk (index them "
+                               "again to bring them back).")
+        box.setDetailedText("\n".join(ids))
+        remove = box.addButton(f"Remove {n}", QMessageBox.ButtonRole.DestructiveRole)
+        keep = box.addButton(QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(keep)
+        box.exec()
+        if box.clickedButton() is not remove:
+            return
+        self._maintain("Removing videos", remove_job, ids, done=self._on_removed)
+
+    def _on_removed(self, removed: list[str]) -> None:
+        gone = set(removed)
+        self.model.remove_videos(gone)
+        self.player.clear("Removed from the library." if gone else "")
+        self.timeline.clear()
+        self.set_gate_witnesses([])
+        self.refresh_stats()
+        self._refresh_actions()
+        n = len(removed)
+        self._report("Removed", f"{n} video{'s' if n != 1 else ''} removed from the library "
+                     "(the files were not touched).", "\n".join(removed))
+
     # ------------------------------------------------------------------ rule, saved searches
     def _on_rule_applied(self, rule: dict) -> None:
         self.search(rule=rule)
@@ -1137,8 +1409,6 @@ class MainWindow(QMainWindow):
 
     def show_welcome(self, only_if_wanted: bool = False):
         """The first-run screen (app/welcome.py); ``only_if_wanted`` honours its "show" checkbox."""
-        from .welcome import WelcomeDialog, show_welcome_at_start
-
         if only_if_wanted and not show_welcome_at_start(self.settings):
             return None
         self.welcome = WelcomeDialog(self)

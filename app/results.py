@@ -1,16 +1,22 @@
 """Table model of a search's ranked hits (testable without a window).
 
-Columns: thumbnail, file, event span, fused score, each source's contribution (rule, dense, BM25),
-matched library event + confidence, reused/adapted, the user's relevance mark.
+Columns: thumbnail, file, event span, relevance (the calibrated probability that the result
+matches, ``strived.retrieval.relevance``), each source's evidence (rule: percentile and rank among
+the videos it judged; dense: cosine and rank; BM25: rank), the matched library event with its two
+calibrated probabilities, reused/adapted, the user's relevance mark. Every number shown means what
+its label says; the fused RRF score (a rank sum, not a probability) is only in the tooltip.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Callable
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSize, Qt
 from PySide6.QtGui import QColor, QPixmap
+
+from strived.retrieval.relevance import describe
 
 RRF_K = 60  # the paper's weighted RRF constant; contributions are w_s / (RRF_K + rank_s)
 SOURCES = ("rule", "dense", "bm25")
@@ -39,11 +45,103 @@ def contribution(hit, source: str, weights: dict | None) -> float | None:
     return float(w) / (RRF_K + int(rank))
 
 
+def _prob(p) -> float | None:
+    """A probability, or None when it is missing or not a number (uncalibrated is NaN)."""
+    try:
+        p = float(p)
+    except (TypeError, ValueError):
+        return None
+    return p if math.isfinite(p) else None
+
+
+def relevance_text(p) -> str:
+    p = _prob(p)
+    return "–" if p is None else f"{p:.0%}"
+
+
+def relevance_tip(p) -> str:
+    if _prob(p) is None:
+        return ("Relevance unknown: no fitted relevance model applies to this search (e.g. only "
+                "one source ran, or the library has no relevance model yet). The rank still "
+                "orders the results.")
+    return (f"{describe(p)[0].upper()}{describe(p)[1:]}: the estimated probability that this "
+            "result shows what you asked for (calibrated on marked searches).")
+
+
+def evidence_cell(ps: dict, source: str) -> str:
+    """One source's evidence for a hit: rule ``p97 · 3/240``, dense ``cos 0.61 · 2/240``, BM25
+    ``2/57``; ``n/a`` when the rule could not evaluate the video, ``–`` when the source did not
+    rank it."""
+    if ps.get("status") == "cannot evaluate":
+        return "n/a"
+    rank = ps.get("rank")
+    if not rank:
+        return "–"
+    of = ps.get("of")
+    pos = f"{rank}/{of}" if of else f"#{rank}"
+    if source == "rule" and ps.get("percentile") is not None:
+        return f"p{100 * float(ps['percentile']):.0f} · {pos}"
+    if source == "dense" and ps.get("score") is not None:
+        return f"cos {float(ps['score']):.2f} · {pos}"
+    return pos
+
+
+def match_text(m: dict) -> str:
+    """The matched library event with its calibrated probabilities in words:
+    ``lead_brake · event 97% · rule as is 1%``."""
+    ev = m.get("event")
+    mode = m.get("mode")
+    if mode == "user":
+        return f"{ev} · your rule" if ev else "your rule"
+    if not ev:
+        return "–"
+    if mode == "hand":
+        return f"{ev} · hand-written rule"
+    conf, pe = _prob(m.get("confidence")), _prob(m.get("p_event"))
+    parts = [ev]
+    if pe is not None:
+        parts.append(f"event {pe:.0%}")
+    if conf is not None:
+        calibrated = pe is not None or m.get("source") == "llm"
+        parts.append(f"rule as is {conf:.0%}" if calibrated else f"match score {conf:.2f} (uncalibrated)")
+    return " · ".join(parts)
+
+
+def match_tip(m: dict) -> str | None:
+    ev = m.get("event")
+    if not ev and m.get("mode") != "user":
+        return "; ".join(m.get("notices") or []) or None
+    lines = []
+    mode = m.get("mode")
+    if mode == "user":
+        lines.append("The rule was given by you (rule editor): no matching, no probability.")
+    elif mode == "hand":
+        lines.append(f"The hand-written rule of the event “{ev}”.")
+    else:
+        conf, pe = _prob(m.get("confidence")), _prob(m.get("p_event"))
+        if pe is not None:
+            lines.append(f"event {pe:.0%}: the calibrated probability that “{ev}” is the event you "
+                         "asked for.")
+        else:
+            lines.append(f"“{ev}”: no calibrated probability that it is the event asked for.")
+        if conf is not None:
+            if pe is not None or m.get("source") == "llm":
+                lines.append(f"rule as is {conf:.0%}: the probability that the library's rule for "
+                             f"it fits your query without change (τ = 0.6: at or above, it is "
+                             f"reused; below, adapted). Here: {mode or '–'}.")
+            else:
+                lines.append(f"match score {conf:.2f}: the matcher's uncalibrated score (not a "
+                             "probability).")
+    lines += list(m.get("notices") or [])
+    return "\n".join(lines)
+
+
 class ResultsModel(QAbstractTableModel):
     """Ranked hits of one SearchResponse, with lazily loaded thumbnails and relevance marks."""
 
-    COLUMNS = ("", "File", "Span", "Score", "Rule", "Dense", "BM25", "Event", "Rule from", "Mark")
-    C_THUMB, C_FILE, C_SPAN, C_SCORE, C_RULE, C_DENSE, C_BM25, C_EVENT, C_MODE, C_MARK = range(10)
+    COLUMNS = ("", "File", "Span", "Relevance", "Rule", "Dense", "BM25", "Event", "Rule from",
+               "Mark")
+    C_THUMB, C_FILE, C_SPAN, C_RELEVANCE, C_RULE, C_DENSE, C_BM25, C_EVENT, C_MODE, C_MARK = range(10)
     THUMB_SIZE = QSize(96, 54)
 
     def __init__(self, parent=None, thumbnail_loader: Callable[[str], bytes | None] | None = None):
@@ -78,6 +176,17 @@ class ResultsModel(QAbstractTableModel):
                 return i
         return -1
 
+    def remove_videos(self, video_ids) -> None:
+        """Drop the rows of videos removed from the library (the ranks shown stay the search's)."""
+        gone = set(video_ids)
+        keep = [h for h in self.hits if h.video_id not in gone]
+        if len(keep) != len(self.hits):
+            self.beginResetModel()
+            self.hits = keep
+            for v in gone:
+                self.marks.pop(v, None)
+            self.endResetModel()
+
     def set_mark(self, row: int, relevant: bool | None) -> None:
         h = self.hit(row)
         if h is None:
@@ -109,11 +218,15 @@ class ResultsModel(QAbstractTableModel):
             if role == Qt.ItemDataRole.DisplayRole:
                 return self.COLUMNS[section]
             if role == Qt.ItemDataRole.ToolTipRole:
-                return {self.C_SCORE: "Fused score: Σ_s w_s / (60 + rank_s)",
-                        self.C_RULE: "Rule path's share of the fused score (its rank)",
-                        self.C_DENSE: "Dense path's share of the fused score (its rank)",
-                        self.C_BM25: "BM25 path's share of the fused score (its rank)",
-                        self.C_EVENT: "Matched library event and the matcher's confidence",
+                return {self.C_RELEVANCE: "Estimated probability that the result matches your "
+                                          "query (calibrated; – when no model applies)",
+                        self.C_RULE: "Rule: percentile of the rule score among the videos the "
+                                     "rule judged · rank/number it ranked (n/a: fields missing)",
+                        self.C_DENSE: "Description search: cosine similarity to the query · "
+                                      "rank/number it ranked",
+                        self.C_BM25: "Keyword search (BM25): rank/number of videos it ranked",
+                        self.C_EVENT: "Matched library event · P(it is the event asked for) · "
+                                      "P(its calibrated rule fits the query as is)",
                         self.C_MODE: "reused = calibrated library rule; adapted = rewritten for "
                                      "this query",
                         self.C_MARK: "Your relevance mark (R = relevant, N = not relevant)"}.get(section)
@@ -147,25 +260,42 @@ class ResultsModel(QAbstractTableModel):
         return used
 
     def source_text(self, hit, source: str) -> str:
+        return evidence_cell((hit.per_source or {}).get(source) or {}, source)
+
+    def source_tip(self, hit, source: str) -> str:
         ps = (hit.per_source or {}).get(source) or {}
-        if ps.get("status") == "cannot evaluate":  # unknown, not a non-match
-            return "n/a"
-        used = self.sources_ran(hit)
-        if used == [source]:
-            # the only source that ran: no fusion, its share is all of it; show its own score
-            rank, raw = ps.get("rank"), ps.get("score")
-            if rank is None:
-                return "–"
-            return f"{float(raw):.2f}  #{rank}" if raw is not None else f"#{rank}"
-        c = contribution(hit, source, self.weights)
-        if c is None:
-            return "–"
-        score = float(getattr(hit, "score", 0.0) or 0.0)
-        rank = ((hit.per_source or {}).get(source) or {}).get("rank")
-        share = 100.0 * c / score if score > 0 else 0.0
-        if rank is None:  # this source did not rank the video
-            return "–"
-        return f"{share:3.0f}%  #{rank}"
+        t = SOURCE_TITLES[source]
+        if ps.get("status") == "cannot evaluate":
+            return (f"{t} could not judge this video: "
+                    f"{', '.join(ps.get('missing_fields') or []) or 'some fields'} not estimated "
+                    "for it (unknown, not a non-match)")
+        if source not in self.sources_ran(hit) and not ps:
+            return f"{t} did not run for this search"
+        rank, of = ps.get("rank"), ps.get("of")
+        if not rank:
+            return f"{t} did not rank this video" + (f" (it ranked {of})" if of else "")
+        lines = [f"{t}: rank {rank}" + (f" of the {of} videos it ranked" if of else "")]
+        if source == "rule":
+            if ps.get("percentile") is not None:
+                lines.append(f"scores at least as high as {100 * float(ps['percentile']):.0f}% of "
+                             "the videos the rule judged")
+            if ps.get("score") is not None:
+                lines.append(f"rule score {float(ps['score']):.2f}")
+        elif source == "dense" and ps.get("score") is not None:
+            lines.append(f"cosine similarity to the query {float(ps['score']):.2f}")
+        elif source == "bm25":
+            if ps.get("score_vs_best") is not None:
+                lines.append(f"keyword score {100 * float(ps['score_vs_best']):.0f}% of the best "
+                             "result's")
+        if self.sources_ran(hit) == [source]:
+            lines.append("the only source that ran: the ranking is its own (no fusion)")
+        else:
+            c = contribution(hit, source, self.weights)
+            score = float(getattr(hit, "score", 0.0) or 0.0)
+            if c is not None and score > 0:
+                lines.append(f"weight {ps.get('weight', self.weights.get(source))}; "
+                             f"{100 * c / score:.0f}% of the fused rank score")
+        return "\n".join(lines)
 
     def data(self, index, role=Qt.ItemDataRole.DisplayRole):
         if not index.isValid():
@@ -180,14 +310,12 @@ class ResultsModel(QAbstractTableModel):
                 return os.path.basename(h.path) if h.path else h.video_id
             if c == self.C_SPAN:
                 return format_span(h.span_s)
-            if c == self.C_SCORE:
-                return f"{h.score:.4f}"
+            if c == self.C_RELEVANCE:
+                return relevance_text(getattr(h, "relevance", None))
             if c in (self.C_RULE, self.C_DENSE, self.C_BM25):
                 return self.source_text(h, SOURCES[c - self.C_RULE])
             if c == self.C_EVENT:
-                ev = m.get("event")
-                conf = m.get("confidence")
-                return "–" if not ev else (f"{ev} ({conf:.2f})" if conf is not None else ev)
+                return match_text(m)
             if c == self.C_MODE:
                 return m.get("mode") or "–"
             if c == self.C_MARK:
@@ -201,28 +329,20 @@ class ResultsModel(QAbstractTableModel):
             if c == self.C_FILE:
                 return h.path or f"{h.video_id} (records only, no video file)"
             if c in (self.C_RULE, self.C_DENSE, self.C_BM25):
-                s = SOURCES[c - self.C_RULE]
-                ps = (h.per_source or {}).get(s) or {}
-                w = self.weights.get(s)
-                if ps.get("status") == "cannot evaluate":
-                    return (f"{SOURCE_TITLES[s]} could not judge this video: "
-                            f"{', '.join(ps.get('missing_fields') or [])} not estimated for it")
-                if self.sources_ran(h) == [s]:
-                    return (f"{SOURCE_TITLES[s]} was the only source that ran: the ranking is its "
-                            f"own (rank {ps.get('rank')}, score {ps.get('score')}); no fusion")
-                return (f"{SOURCE_TITLES[s]}: rank {ps.get('rank')}, raw score {ps.get('score')}, "
-                        f"weight {w}")
+                return self.source_tip(h, SOURCES[c - self.C_RULE])
+            if c == self.C_RELEVANCE:
+                return relevance_tip(getattr(h, "relevance", None))
             if c == self.C_EVENT:
-                return "; ".join(m.get("notices") or []) or None
+                return match_tip(m)
         if role == Qt.ItemDataRole.ForegroundRole:
             if c == self.C_MARK:
                 mk = self.marks.get(h.video_id)
                 return None if mk is None else QColor("#7bd88f" if mk else "#ff6b6b")
-            if c in (self.C_RULE, self.C_DENSE, self.C_BM25, self.C_SPAN) and \
-                    self.data(index) == "–":
+            if c in (self.C_RULE, self.C_DENSE, self.C_BM25, self.C_SPAN, self.C_RELEVANCE) \
+                    and self.data(index) in ("–", "n/a"):
                 return QColor("#6b717a")
         if role == Qt.ItemDataRole.TextAlignmentRole and c in (
-                self.C_SCORE, self.C_RULE, self.C_DENSE, self.C_BM25, self.C_SPAN):
+                self.C_RELEVANCE, self.C_RULE, self.C_DENSE, self.C_BM25, self.C_SPAN):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role == SortRole:
             return h.rank

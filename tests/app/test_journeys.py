@@ -46,7 +46,8 @@ def test_j2_search_ranked_list(qtbot, window, library_copy):
     m = w.model
     d = lambda r, c: m.data(m.index(r, c))  # noqa: E731
     assert d(0, m.C_EVENT).startswith(resp.match["event"]) and d(0, m.C_MODE) in ("reused", "adapted")
-    assert d(0, m.C_SCORE) == f"{resp.hits[0].score:.4f}"
+    rel = resp.hits[0].relevance
+    assert d(0, m.C_RELEVANCE) == ("–" if rel is None else f"{rel:.0%}")
     assert any(d(r, m.C_RULE) != "–" for r in range(m.rowCount()))
     assert w.settings.history()[0] == QUERY
     comp = w.query.completer().model().stringList()

@@ -81,22 +81,35 @@ def test_results_model_columns():
     from strived.engine import SearchHit, SearchResponse
 
     hits = [SearchHit(1, "a", "/x/a.mp4", 0.03, (1.0, 2.5),
-                      {"rule": {"rank": 1, "score": 0.9, "contribution": 1 / 61},
-                       "dense": {"rank": 3, "score": 0.4, "contribution": 0.5 / 63},
-                       "bm25": {"rank": None, "score": None, "contribution": 0.0}}, 2),
+                      {"rule": {"rank": 1, "of": 240, "score": 0.9, "percentile": 1.0,
+                                "contribution": 1 / 61},
+                       "dense": {"rank": 3, "of": 240, "score": 0.4, "contribution": 0.5 / 63},
+                       "bm25": {"rank": None, "of": 57, "score": None, "contribution": 0.0}}, 2,
+                      relevance=0.83),
             SearchHit(2, "b", None, 0.01, None, {"rule": {"rank": 2, "score": 0.5}}, None)]
     resp = SearchResponse("q", hits, {"entity": {}}, {"event": "cut_in", "confidence": 0.82,
-                                                        "mode": "reused"}, {"rule": 1.0, "dense": 0.5})
+                                                        "p_event": 0.97, "mode": "reused"},
+                          {"rule": 1.0, "dense": 0.5}, sources_used=["rule", "dense", "bm25"])
     m = ResultsModel()
     m.set_response(resp, {"b": False})
     assert m.rowCount() == 2 and m.columnCount() == 10
     d = lambda r, c: m.data(m.index(r, c), Qt.ItemDataRole.DisplayRole)  # noqa: E731
+    tip = lambda r, c: m.data(m.index(r, c), Qt.ItemDataRole.ToolTipRole)  # noqa: E731
     assert d(0, m.C_FILE) == "a.mp4" and d(1, m.C_FILE) == "b"
     assert d(0, m.C_SPAN).strip().startswith("1.0") and d(1, m.C_SPAN) == "–"
-    assert d(0, m.C_EVENT) == "cut_in (0.82)" and d(0, m.C_MODE) == "reused"
-    assert d(0, m.C_RULE).endswith("#1") and d(0, m.C_BM25) == "–"  # BM25 did not rank it
-    share = 100 * (1 / 61) / 0.03
-    assert d(0, m.C_RULE).strip().startswith(f"{share:.0f}%")
+    # the relevance is the calibrated probability (no fused rank score shown as a number)
+    assert m.headerData(m.C_RELEVANCE, Qt.Orientation.Horizontal) == "Relevance"
+    assert d(0, m.C_RELEVANCE) == "83%" and d(1, m.C_RELEVANCE) == "–"
+    assert "likely match (83%)" in tip(0, m.C_RELEVANCE).lower()
+    assert "unknown" in tip(1, m.C_RELEVANCE).lower()
+    assert "0.03" not in "".join(str(d(0, c)) for c in range(1, 10))
+    # the two probabilities of the match, in words
+    assert d(0, m.C_EVENT) == "cut_in · event 97% · rule as is 82%" and d(0, m.C_MODE) == "reused"
+    assert "event you asked for" in tip(0, m.C_EVENT) and "τ = 0.6" in tip(0, m.C_EVENT)
+    # each source's evidence: rule percentile and rank, dense cosine and rank, BM25 did not rank it
+    assert d(0, m.C_RULE) == "p100 · 1/240" and d(0, m.C_DENSE) == "cos 0.40 · 3/240"
+    assert d(0, m.C_BM25) == "–" and "did not rank" in tip(0, m.C_BM25)
+    assert "rule score 0.90" in tip(0, m.C_RULE) and "cosine similarity to the query 0.40" in tip(0, m.C_DENSE)
     assert d(1, m.C_MARK) == "N" and d(0, m.C_MARK) == ""
     m.set_mark(0, True)
     assert d(0, m.C_MARK) == "R"
@@ -153,7 +166,7 @@ def test_source_cell_for_a_source_that_did_not_rank_the_video(qtbot):
                                                   "dense": {"rank": 3, "score": 0.5, "weight": 1.0,
                                                             "contribution": 1 / 63}})
     assert m.source_text(hit, "rule") == "–"
-    assert m.source_text(hit, "dense").endswith("#3")
+    assert m.source_text(hit, "dense") == "cos 0.50 · #3"       # no "of": the rank alone
 
 
 def test_source_cell_for_a_video_the_rule_could_not_judge(qtbot, tmp_path):

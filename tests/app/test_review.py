@@ -163,10 +163,10 @@ def test_one_source_shows_its_own_score_and_no_cli_advice(qtbot, window, rules_o
     assert resp.sources_used == ["rule"] and resp.hits
     m = w.model
     top = resp.hits[0]
-    raw = top.per_source["rule"]["score"]
+    ps = top.per_source["rule"]
     cell = m.data(m.index(0, m.C_RULE))
-    assert cell == f"{raw:.2f}  #1" and "%" not in cell      # not "2 % #1" for a 0.79 score
-    assert m.data(m.index(0, m.C_SCORE)) == f"{top.score:.4f}"
+    assert cell == f"p100 · 1/{ps['of']}" and "%" not in cell   # not "2 % #1" for a 0.79 score
+    assert top.relevance is None and m.data(m.index(0, m.C_RELEVANCE)) == "–"   # no fused score
     tip = m.data(m.index(0, m.C_RULE), Qt.ItemDataRole.ToolTipRole)
     assert "only source" in tip
     text = w.notice.text()
@@ -464,7 +464,7 @@ def test_menu_bar_shortcuts_context_menu_marks_and_window_state(qtbot, app_setti
     qtbot.waitExposed(w)
     activate(qtbot, w)
     titles = [a.text().replace("&", "") for a in w.menuBar().actions()]
-    assert titles == ["File", "Edit", "View", "Search", "Help"]
+    assert titles == ["File", "Library", "Edit", "View", "Search", "Help"]
     w.open_library(str(library_copy))
     _search(qtbot, w)
     # keyboard: Ctrl+Down / Ctrl+Up walk the results; Ctrl+F goes back to the query

@@ -162,3 +162,39 @@ def test_migration_tolerates_columns_already_present(tmp_path):
     lib.close()
     lib = Library.open(tmp_path / "lib")
     assert lib.meta_get("schema_version") == SCHEMA_VERSION and lib.video_ids() == ["a"]
+
+
+def test_marks_set_replace_clear_and_count(tmp_path):
+    with Library.open(tmp_path / "lib", create=True) as lib:
+        v0 = lib.content_version
+        lib.set_mark("a car cuts in", "v1", True, "cut_in_right")
+        lib.set_mark("a car cuts in", "v2", False)
+        lib.set_mark("we brake", "v1", False, "ego_brake")
+        assert lib.marks_for("a car cuts in") == {"v1": True, "v2": False}
+        lib.set_mark("a car cuts in", "v1", False, "cut_in_right")        # replaced, not added
+        assert lib.marks_for("a car cuts in") == {"v1": False, "v2": False}
+        assert lib.count_marks() == 3
+        lib.set_mark("a car cuts in", "v2", None)                          # cleared
+        assert lib.marks_for("a car cuts in") == {"v1": False} and lib.count_marks() == 2
+        assert lib.marks_for("nothing") == {}
+        row = lib.conn.execute("SELECT event, created_at FROM marks WHERE query='we brake'").fetchone()
+        assert row[0] == "ego_brake" and row[1]
+        assert lib.content_version == v0          # marks are not indexed content
+    with Library.open(tmp_path / "lib") as lib:   # written for good
+        assert lib.marks_for("we brake") == {"v1": False}
+
+
+def test_saved_searches_roundtrip_replace_list_and_delete(tmp_path):
+    spec = {"format": "strived.saved_search/1", "rule": {"entity": {"role": "ego"}},
+            "hits": [{"rank": 1, "video_id": "v1", "score": 0.03, "relevance": 0.8}]}
+    with Library.open(tmp_path / "lib", create=True) as lib:
+        assert lib.saved_search("x") is None and lib.saved_searches() == []
+        lib.save_search("cut-ins", "a car cuts in", spec)
+        got = lib.saved_search("cut-ins")
+        assert got["query"] == "a car cuts in" and got["spec"] == spec and got["created_at"]
+        lib.save_search("brakes", "we brake", {"hits": []})
+        lib.save_search("cut-ins", "a car cuts in from the left", dict(spec, hits=[]))   # replaced
+        assert lib.saved_search("cut-ins")["query"] == "a car cuts in from the left"
+        assert sorted(n for n, _q, _t in lib.saved_searches()) == ["brakes", "cut-ins"]
+        assert lib.delete_saved_search("brakes") and not lib.delete_saved_search("brakes")
+        assert [n for n, _q, _t in lib.saved_searches()] == ["cut-ins"]

@@ -10,7 +10,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_self_test_passes_in_process(qapp):
-    from app.welcome import run_self_test
+    from app.self_test import run_self_test
 
     lines: list[str] = []
     rc = run_self_test(out=lines.append)
@@ -27,7 +27,7 @@ def test_self_test_passes_in_process(qapp):
 def test_self_test_fails_without_the_detector_weights(qapp, monkeypatch):
     """A broken installation (detector weights missing) must not pass."""
     import strived.perception.detect as detect
-    from app.welcome import run_self_test
+    from app.self_test import run_self_test
 
     def missing(name):
         raise detect.DetectorError(f"model file {name} not found in: resources/models")

@@ -1,0 +1,274 @@
+"""App follow-ups (issues 12, 14, 15, 16): what the results table says, the gates' witnesses in
+the Inspect view, footage maintenance from the menus. Driven like a user (QTest clicks and keys)."""
+
+import os
+import shutil
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
+
+from tests.app.conftest import CUTIN_RULE, answer_dialogs, click_button, clip_records, shot
+from tests.app.test_review import _click_row, _inspect, _rerank, _search
+
+# gate 1 is met by the car that cuts in (the scoring track), gate 2 only by the far car (#2, 40 m)
+FAR_GATE = dict(CUTIN_RULE, hard_gates=CUTIN_RULE["hard_gates"] + [
+    {"field": "distance", "op": "gt", "value": 35.0}])
+
+
+def test_results_table_shows_relevance_and_each_sources_evidence(qtbot, window, library_copy):
+    w = window
+    w.open_library(str(library_copy))
+    resp = _search(qtbot, w)
+    m = w.model
+    d = lambda r, c: m.data(m.index(r, c))  # noqa: E731
+    tip = lambda r, c: m.data(m.index(r, c), Qt.ItemDataRole.ToolTipRole)  # noqa: E731
+    head = lambda c, role=Qt.ItemDataRole.DisplayRole: m.headerData(c, Qt.Orientation.Horizontal, role)  # noqa: E731
+    assert head(m.C_RELEVANCE) == "Relevance" and "Score" not in [head(c) for c in range(m.columnCount())]
+    assert "probability" in head(m.C_RELEVANCE, Qt.ItemDataRole.ToolTipRole)
+    assert "percentile" in head(m.C_RULE, Qt.ItemDataRole.ToolTipRole)
+    assert "cosine" in head(m.C_DENSE, Qt.ItemDataRole.ToolTipRole)
+    for r, h in enumerate(resp.hits):
+        rel = h.relevance
+        assert d(r, m.C_RELEVANCE) == ("–" if rel is None else f"{rel:.0%}")
+        assert f"{h.score:.4f}" not in d(r, m.C_RELEVANCE)       # never the fused rank score
+        ps = h.per_source.get("rule") or {}
+        if ps.get("rank") and ps.get("status") != "cannot evaluate":
+            assert d(r, m.C_RULE) == f"p{100 * ps['percentile']:.0f} · {ps['rank']}/{ps['of']}"
+        ps = h.per_source.get("dense") or {}
+        if ps.get("rank"):
+            assert d(r, m.C_DENSE) == f"cos {ps['score']:.2f} · {ps['rank']}/{ps['of']}"
+        ps = h.per_source.get("bm25") or {}
+        if ps.get("rank"):
+            assert d(r, m.C_BM25) == f"{ps['rank']}/{ps['of']}"
+    ev = resp.match["event"]
+    cell = d(0, m.C_EVENT)
+    assert cell.startswith(ev) and "(0." not in cell
+    if resp.match.get("p_event") is not None:
+        assert f"event {resp.match['p_event']:.0%}" in cell
+        assert f"rule as is {resp.match['confidence']:.0%}" in cell
+    assert "τ = 0.6" in tip(0, m.C_EVENT) or "uncalibrated" in tip(0, m.C_EVENT)
+    shot(w, "followup_results_relevance")
+
+
+def test_inspect_shows_gate_witnesses_and_a_click_selects_the_track(qtbot, window, library_copy):
+    w = window
+    w.open_library(str(library_copy))
+    _search(qtbot, w)
+    _rerank(qtbot, w, FAR_GATE)
+    _inspect(qtbot, w, "gen_cutin_a")
+    gl = w.gates_list
+    qtbot.waitUntil(gl.isVisible, timeout=3000)
+    assert gl.count() == 2
+    t0, t1 = gl.item(0).text(), gl.item(1).text()
+    assert t0.startswith("abs_loc_x") and "car #1" in t0 and "the scoring track" in t0
+    assert t1.startswith("distance") and "car #2" in t1 and "not the scoring track" in t1
+    assert " s (" in t1                                   # when: first–last second, and how much
+    assert w.timeline.highlighted == 1 and w.player.canvas.highlight == 1
+    first_s = w.gate_witnesses[1]["first_s"]
+    # a click on the far car's gate selects it in the timeline and the player, and goes there
+    rect = gl.visualItemRect(gl.item(1))
+    qtbot.mouseClick(gl.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    assert w.timeline.highlighted == 2 and w.player.canvas.highlight == 2
+    qtbot.waitUntil(lambda: abs(w.player.frame_idx - round(first_s * 20)) <= 1, timeout=5000)
+    rect = gl.visualItemRect(gl.item(0))
+    qtbot.mouseClick(gl.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    assert w.timeline.highlighted == 1 and w.player.canvas.highlight == 1
+    shot(w, "followup_gate_witnesses")
+
+
+# --------------------------------------------------------------------- footage maintenance
+def _menu(qtbot, w, title, entry):
+    """Open the menu bar's ``title`` menu with a click and click ``entry`` in it."""
+    from tests.app.conftest import activate, click_menu_action
+
+    if QApplication.activeWindow() is not w:
+        activate(qtbot, w)
+    mb = w.menuBar()
+    act = next(a for a in mb.actions() if a.text().replace("&", "") == title)
+    qtbot.mouseClick(mb, Qt.MouseButton.LeftButton, pos=mb.actionGeometry(act).center())
+    return click_menu_action(qtbot, act.menu(), entry)
+
+
+def _wait_answered(qtbot, met, n, timeout=20000):
+    """Until ``n`` dialogs were answered and all of them are closed (or deleted)."""
+    from shiboken6 import isValid
+
+    qtbot.waitUntil(lambda: len(met) >= n and not any(isValid(d) and d.isVisible() for d in met),
+                    timeout=timeout)
+
+
+@pytest.fixture()
+def footage_library(tmp_path, clips_dir):
+    """A library of the 3 generated clips in folder A, indexed with their content hashes (as
+    indexing records them), so a moved file can be recognised."""
+    from strived.indexing.state import content_hash
+    from strived.store.library import Library
+
+    a = tmp_path / "A"
+    a.mkdir()
+    recs = []
+    for vid, (p, boxes, cut) in clips_dir[1].items():
+        shutil.copy(p, a / p.name)
+        recs.append(clip_records(vid, a / p.name, boxes, 20.0, cut))
+    lib = Library.open(tmp_path / "lib", create=True)
+    lib.add_videos(recs)
+    with lib.transaction():
+        for r in recs:
+            f = r.info.path
+            lib.conn.execute("INSERT INTO files(path, video_id, size, mtime, hash, status) "
+                             "VALUES (?,?,?,?,?,?)", (f, r.info.id, os.path.getsize(f),
+                                                      os.path.getmtime(f), content_hash(f), "done"))
+    lib.close()
+    return tmp_path
+
+
+def test_library_menu_finds_missing_relinks_and_removes_videos(qtbot, window, footage_library,
+                                                               monkeypatch):
+    from strived.maintenance.footage import missing_videos
+
+    w = window
+    root = footage_library
+    assert w.open_library(str(root / "lib"))
+    assert [a.text().replace("&", "") for a in w.menuBar().actions()][:2] == ["File", "Library"]
+    picked: list[str] = []
+    monkeypatch.setattr("app.main_window.QFileDialog.getExistingDirectory",
+                        lambda *a, **k: picked.pop(0))
+    paths = lambda: {v["id"]: v["path"] for v in w.library.list_videos()}  # noqa: E731
+    # 1. the footage moved A -> B: Find missing videos lists them, then finds them by content
+    os.rename(root / "A", root / "B")
+    picked.append(str(root / "B"))
+    texts: list[str] = []
+
+    def look(d):
+        texts.append(d.text())
+        shot(d, "followup_missing_videos")
+        click_button(qtbot, d, "Look for them in a folder")
+
+    def close(d):
+        texts.append(d.text())
+        click_button(qtbot, d, "Close")
+
+    met = answer_dialogs(qtbot, look, close)
+    _menu(qtbot, w, "Library", "Find missing videos")
+    _wait_answered(qtbot, met, 2)
+    assert texts[0].startswith("3 videos of this library have no file where they were indexed")
+    assert texts[1] == f"Looked in {root / 'B'}: 3 videos relinked."
+    assert all(p.startswith(str(root / "B")) for p in paths().values())
+    assert not missing_videos(w.library)
+    # 2. moved again B -> C: Relink a moved folder offers the old folder, asks where it is now
+    os.rename(root / "B", root / "C")
+    picked.append(str(root / "C"))
+    offered: list[str] = []
+
+    def old_folder(d):
+        offered.append(d.textValue())
+        click_button(qtbot, d, "OK")
+
+    met = answer_dialogs(qtbot, old_folder, close)
+    _menu(qtbot, w, "Library", "Relink a moved folder")
+    _wait_answered(qtbot, met, 2)
+    assert offered == [str(root / "B")]
+    assert texts[-1] == f"{root / 'B'} → {root / 'C'}: 3 videos relinked."
+    assert all(p.startswith(str(root / "C")) for p in paths().values())
+    # 3. remove the selected result's video: asked first; Cancel keeps it, Remove removes it
+    _search(qtbot, w)
+    row = w.model.rowCount() - 1
+    vid = w.model.hit(row).video_id
+    _click_row(qtbot, w, row)
+    assert w.selected_rows() == [row], (row, w.selected_rows(), w.model.rowCount())
+    n_before = w.model.rowCount()
+    met = answer_dialogs(qtbot, lambda d: click_button(qtbot, d, "Cancel"))
+    _menu(qtbot, w, "Library", "Remove selected videos")
+    _wait_answered(qtbot, met, 1)
+    assert vid in paths() and w.model.rowCount() == n_before
+    asked: list[str] = []
+
+    def confirm(d):
+        asked.append(d.text() + " " + d.informativeText())
+        shot(d, "followup_remove_confirm")
+        click_button(qtbot, d, "Remove 1")
+
+    met = answer_dialogs(qtbot, confirm, close)
+    _menu(qtbot, w, "Library", "Remove selected videos")
+    _wait_answered(qtbot, met, 2)
+    assert "Remove 1 video from this library?" in asked[0] and "stay on disk" in asked[0]
+    assert texts[-1].startswith("1 video removed from the library")
+    assert vid not in paths() and os.path.exists(root / "C" / f"{vid}.mp4")
+    assert w.model.row_of(vid) == -1 and w.model.rowCount() == n_before - 1
+    assert "2 videos" in w.stats_label.text()
+    shot(w, "followup_after_remove")
+
+
+# --------------------------------------------------------------------- issue 16: the app's structure
+def _app_imports() -> dict[str, set[str]]:
+    """app module -> the app modules it imports, at module level or inside functions alike."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "app"
+    mods = {p.stem for p in root.glob("*.py")}
+    out: dict[str, set[str]] = {}
+    for p in root.glob("*.py"):
+        deps = set()
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                if node.level == 1 and node.module:
+                    deps.add(node.module.split(".")[0])
+                elif node.level == 1:
+                    deps |= {a.name for a in node.names}
+                elif (node.module or "").startswith("app."):
+                    deps.add(node.module.split(".")[1])
+            elif isinstance(node, ast.Import):
+                deps |= {a.name.split(".")[1] for a in node.names if a.name.startswith("app.")}
+        out[p.stem] = deps & mods - {p.stem}
+    return out
+
+
+def test_app_modules_import_each_other_without_a_cycle():
+    graph = _app_imports()
+    assert "welcome" in graph["main_window"] and "main_window" not in graph["welcome"]
+    state: dict[str, int] = {}
+
+    def visit(m, path):
+        state[m] = 1
+        for d in sorted(graph.get(m, ())):
+            assert state.get(d) != 1, f"import cycle: {' -> '.join(path + [m, d])}"
+            if d not in state:
+                visit(d, path + [m])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [])
+
+
+def test_the_app_writes_marks_and_saved_searches_through_the_store():
+    """No SQL on the marks and saved_searches tables in the app: the store writes them."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "app"
+    for p in root.glob("*.py"):
+        text = p.read_text()
+        assert not re.search(r"(INSERT|DELETE|UPDATE|SELECT)[^\"']*\b(marks|saved_searches)\b", text), p.name
+
+
+def test_a_saved_search_reopens_with_its_relevance_and_evidence(tmp_path):
+    from app import library_ops as ops
+    from app.results import ResultsModel
+    from strived.engine import SearchHit, SearchResponse
+    from strived.store.library import Library
+
+    hit = SearchHit(1, "v1", None, 0.03, (1.0, 2.0), {"rule": {"rank": 1, "of": 9, "score": 0.7,
+                                                               "percentile": 1.0}}, 2, relevance=0.64)
+    resp = SearchResponse("q", [hit], None, {"event": "cut_in", "confidence": 0.2, "p_event": 0.9,
+                                             "mode": "adapted"}, {"rule": 1.0}, sources_used=["rule"])
+    with Library.open(tmp_path / "lib", create=True) as lib:
+        ops.save_search(lib, "s", resp)
+        back, _spec, _notice = ops.load_saved(lib, "s")
+    m = ResultsModel()
+    m.set_response(back)
+    assert back.hits[0].relevance == 0.64 and m.data(m.index(0, m.C_RELEVANCE)) == "64%"
+    assert m.data(m.index(0, m.C_RULE)) == "p100 · 1/9"
+    assert m.data(m.index(0, m.C_EVENT)) == "cut_in · event 90% · rule as is 20%"
