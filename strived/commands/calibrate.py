@@ -134,6 +134,9 @@ def run(args) -> int:
                     for v in vids[:50]}
             prov["perception_version"] = ", ".join(sorted(perc))
     base = None
+    if args.profile == "video" and not args.update:
+        from ..rulelib.library import RuleLibrary
+        base = RuleLibrary.uncalibrated(profile="video")   # video forms: gates on the moving track
     if args.update:
         from ..rulelib.library import RuleLibrary
         base = RuleLibrary.load(args.update)

@@ -49,7 +49,10 @@ def _cv_libraries(ctx: EvalContext, profiles: bool = True):
         train = [v for v in vids if v not in set(fold)]
         for g in groups:
             tr = [v for v in train if g is None or prof.get(v, "tracks") == g]
-            lib, _ = calibrate_library(scorer, labels.restrict(tr))
+            from ..rulelib.library import RuleLibrary
+
+            lib, _ = calibrate_library(scorer, labels.restrict(tr),
+                                       base=RuleLibrary.uncalibrated(profile=g or "tracks"))
             libs.append(({v for v in fold if g is None or prof.get(v, "tracks") == g}, lib))
     ctx.cache[key] = libs
     return libs

@@ -163,7 +163,9 @@ def adapt_offline_from(query: str, match: MatchResult, library,
             if gates:
                 for g in gates:
                     g["value"] = min(float(g["value"]), limit)
-            elif can_gate("distance", "close"):
+            elif can_gate("distance", "close") and not (f.get("same_track") and not f["hard_gates"]):
+                # (a gate-less step on the same track as the previous one is placed by that step's
+                # gates: "close" applies there, not to the motion that follows it)
                 f["hard_gates"].append({"field": "distance", "op": "lt", "value": limit})
         suffix.append("close")
     if q["highway"]:
@@ -281,8 +283,13 @@ def build_sequence(query: str, comp: dict, library, notices: list[str]) -> dict 
         from ..rules.model import MAX_SECONDS
         before = after = MAX_SECONDS
     if e2:
-        frag = as_step(library.entries[e2[0]].rule, comp["second"]) \
-            if "sequence" not in library.entries[e2[0]].rule else None
+        r2 = library.entries[e2[0]].rule
+        if "sequence" not in r2:
+            frag = as_step(r2, comp["second"])
+        elif len(r2["sequence"]) == 1 and not r2.get("absent"):
+            frag = copy.deepcopy(r2["sequence"][0])   # a one-step form (video profile)
+        else:
+            frag = None
         if frag is None:
             return None
         frag = {k: frag[k] for k in ("entity", "hard_gates", "soft_scores")}

@@ -506,3 +506,46 @@ EVENTS = EVENTS + (
 EVENT_KEYS = tuple(e.key for e in EVENTS)
 PAPER_EVENT_KEYS = tuple(e.key for e in EVENTS if e.paper)
 _BY_KEY = {e.key: e for e in EVENTS}
+
+
+# ---- video-profile forms: gates on the moving track ----------------------------------------------
+# The paper's single-pattern semantics tests each gate for *some* candidate at *some* time and takes
+# the soft score from *any* candidate (independent aggregation). On imported ground-truth tracks
+# that is exact enough; on perceived video, where 15-40 tracks per clip sweep across the image
+# (ego turns, ranging noise), a gate met by a parked car and a change measured on a far car make a
+# "cut-in" in most clips. The `video` calibration profile therefore scores object events as
+# sequence rules whose gates must hold on the same track as the motion: at the end of the motion
+# ("end": one step, gates at the anchor where the soft trace ends: cut-in ends in the lane, a
+# collision ends close) or before it ("start": a gates-only step, then the motion on the same
+# track within the soft window: cut-out starts in the lane, an overtake starts beside us).
+# Events without gates, or with consensus aggregation / min_fraction (lane changes), keep their
+# single-pattern form. Calibration fits the numbers of these forms like any other.
+
+VIDEO_GATES_AT: dict[str, str] = {
+    "cut_out": "start", "overtaken_left": "start", "overtaken_right": "start",
+}
+
+
+def video_form(key: str) -> dict:
+    """The event's rule form for the ``video`` calibration profile (starting numbers)."""
+    import copy
+
+    form = starting_rule(key)
+    if "sequence" in form or form["entity"]["role"] != "object" or not form.get("hard_gates") \
+            or not form.get("soft_scores") or form["entity"].get("agg_mode") != "any" \
+            or form["entity"].get("selection") != "any" \
+            or any(c.get("min_fraction") is not None for c in form["soft_scores"]) \
+            or any(g.get("min_time_fraction") is not None for g in form["hard_gates"]):
+        return form
+    desc = form["description"]
+    if VIDEO_GATES_AT.get(key, "end") == "end":
+        step = as_step(form, "moves (gates on the moving track)")
+        steps = [step]
+    else:
+        window = max(float(c.get("window_seconds") or c.get("min_duration_seconds") or 0.0)
+                     for c in form["soft_scores"])
+        first = as_step({**form, "soft_scores": []}, "in place (gates)")
+        second = as_step({**copy.deepcopy(form), "hard_gates": []}, "then moves (same track)",
+                         gap=(0.0, window), same_track=True)
+        steps = [first, second]
+    return {"event": key, "description": desc, "sequence": steps}

@@ -79,11 +79,15 @@ class RuleLibrary:
     path: str | None = None
 
     @classmethod
-    def uncalibrated(cls) -> "RuleLibrary":
-        """Every inventory event with its starting numbers (nothing fitted)."""
+    def uncalibrated(cls, profile: str = "tracks") -> "RuleLibrary":
+        """Every inventory event with its starting numbers (nothing fitted); the ``video``
+        profile's object events use their video forms (`events.video_form`: gates on the
+        moving track)."""
+        from .events import video_form
+
         entries = {}
         for ev in EVENTS:
-            r = _canonical(ev.form)
+            r = _canonical(video_form(ev.key) if profile == "video" else ev.form)
             entries[ev.key] = LibraryEntry(ev.key, r, copy.deepcopy(r))
         return cls(entries, {"corpus": None, "label_source": None,
                              "note": "uncalibrated starting numbers"})

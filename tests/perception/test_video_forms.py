@@ -1,0 +1,110 @@
+"""Video-profile rule forms: on perceived video an object event's gates must hold on the track
+that moves (strived.rulelib.events.video_form), not on any track of the clip."""
+
+import pytest
+
+from strived.records import VideoInfo, VideoRecords
+from strived.rulelib import library as L
+from strived.rulelib.events import EVENT_KEYS, starting_rule, video_form
+from strived.rules.model import parse_rule
+from strived.rules.scorer import RuleScorer
+
+FPS = 10.0
+
+
+def _clip(vid: str, tracks: dict[int, list[tuple[float, float]]]) -> VideoRecords:
+    """A 6 s clip; ``tracks``: track id -> per-frame (distance, loc_x) for every frame."""
+    n = int(6 * FPS)
+    frames = []
+    for j in range(n):
+        objs = [{"track": tid, "cls": "car", "distance": float(v[j][0]), "loc_x": float(v[j][1])}
+                for tid, v in tracks.items()]
+        frames.append({"i": j, "t": j / FPS, "ego": {"speed": 10.0, "yaw_rate": 0.0, "accel": 0.0},
+                       "objects": objs})
+    info = VideoInfo(id=vid, path=None, fps=FPS, n_frames=n, attrs={"perception": {"perception_version": 2}})
+    return VideoRecords.from_frames(info, frames)
+
+
+N = int(6 * FPS)
+STILL_IN_LANE = [(20.0, 0.2)] * N                                   # lead car, not moving sideways
+SWEEP_FAR_RIGHT = [(30.0, 14.0 - 8.0 * j / N) for j in range(N)]    # far right, never in the lane
+SWEEP_FAR_OUT = [(30.0, 6.0 + 8.0 * j / N) for j in range(N)]       # far right, moving away
+CUT_IN = [(15.0, 4.0 - 3.8 * min(1.0, j / 30)) for j in range(N)]   # right lane -> ego lane in 3 s
+CUT_OUT = [(15.0, 0.2 + 3.8 * min(1.0, j / 30)) for j in range(N)]  # ego lane -> right lane in 3 s
+
+
+@pytest.fixture
+def scorer():
+    return RuleScorer.from_records([
+        _clip("decoy", {1: STILL_IN_LANE, 2: SWEEP_FAR_RIGHT}),
+        _clip("decoy_out", {1: STILL_IN_LANE, 2: SWEEP_FAR_OUT}),
+        _clip("cutin", {1: CUT_IN}),
+        _clip("cutout", {1: CUT_OUT}),
+    ])
+
+
+def _scores(scorer, form) -> dict[str, float]:
+    res = scorer.score(parse_rule(form))
+    return dict(zip(res.video_ids, res.scores))
+
+
+def test_video_forms_parse_and_keep_non_object_events():
+    for k in EVENT_KEYS:
+        f = video_form(k)
+        parse_rule(f)
+        base = starting_rule(k)
+        if "sequence" in base or base.get("entity", {}).get("role") == "ego":
+            assert f == base
+    assert video_form("lane_change") == starting_rule("lane_change")     # consensus: unchanged
+    seq = video_form("cut_in_right")["sequence"]
+    assert len(seq) == 1 and seq[0]["hard_gates"] and seq[0]["soft_scores"]
+    seq = video_form("cut_out")["sequence"]
+    assert len(seq) == 2 and seq[1]["same_track"] and not seq[0]["soft_scores"] and not seq[1]["hard_gates"]
+
+
+def test_gates_on_another_track_no_longer_make_a_cut_in(scorer):
+    single = _scores(scorer, starting_rule("cut_in_right"))
+    video = _scores(scorer, video_form("cut_in_right"))
+    # the paper's independent aggregation: the lead car meets the gates, the far car gives the change
+    assert single["decoy"] > 0.5
+    assert video["decoy"] == 0.0
+    assert video["cutin"] > 0.5 and video["cutin"] > video["cutout"]
+
+
+def test_gates_before_the_motion_for_cut_out(scorer):
+    single = _scores(scorer, starting_rule("cut_out"))
+    video = _scores(scorer, video_form("cut_out"))
+    assert single["decoy_out"] > 0.5
+    assert video["decoy_out"] == 0.0
+    assert video["cutout"] > 0.5 and video["cutout"] > video["cutin"]
+
+
+def test_video_profile_uses_video_forms():
+    lib = L.RuleLibrary.uncalibrated(profile="video")
+    assert "sequence" in lib.entries["cut_in_right"].rule
+    assert "sequence" not in L.RuleLibrary.uncalibrated().entries["cut_in_right"].rule
+    shipped = L.load_default_library(profile="video")
+    assert "sequence" in shipped.entries["cut_in_right"].start_rule
+
+
+def test_adapter_keeps_close_on_the_gates_step_of_a_video_form():
+    from strived.rulelib.resolve import resolve_rule
+
+    rr = resolve_rule("a truck overtakes us on the left very close",
+                      library=L.load_default_library(profile="video"))
+    d = rr.rule.to_dict()
+    first, then = d["sequence"]
+    assert first["entity"]["class_filter"] == ["truck"]
+    assert any(g["field"] == "distance" and g["value"] <= 3.0 for g in first["hard_gates"])
+    assert then["same_track"] and then["hard_gates"] == []      # the motion away is not gated "close"
+
+
+def test_composed_absence_of_a_one_step_video_form():
+    from strived.rulelib.resolve import resolve_rule
+
+    lib = L.load_default_library(profile="video")
+    assert "sequence" in lib.entries["cut_in"].rule
+    d = resolve_rule("we turn left without a car cutting in", library=lib).rule.to_dict()
+    (absent,) = d["absent"]
+    assert absent["name"] == "a car cutting in"
+    assert {g["field"] for g in absent["hard_gates"]} == {"distance", "abs_loc_x"} and absent["soft_scores"]
