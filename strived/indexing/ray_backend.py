@@ -41,10 +41,17 @@ def _perceive_one(path: str, video_id: str, cfg_dict: dict, camera_config, root:
             "thumbnail": res.thumbnail_jpeg}
 
 
-def _perceive_batch(batch: dict, cfg_json: str, root: str) -> dict:
+def _perceive_batch(batch: dict, cfg_json: str, root: str, cpus: float = 1.0) -> dict:
     """``map_batches`` function: columns ``path``, ``video_id``, ``camera`` (JSON text) in;
-    ``video_id``, ``result`` (JSON text) and ``thumbnail`` (bytes) out, one row per video."""
+    ``video_id``, ``result`` (JSON text) and ``thumbnail`` (bytes) out, one row per video. The
+    task uses as many threads as the CPUs it asked the cluster for."""
     import json
+
+    import cv2
+
+    threads = max(1, int(cpus))
+    os.environ["STRIVED_THREADS"] = str(threads)
+    cv2.setNumThreads(threads)
 
     cfg = json.loads(cfg_json)
     out = {"video_id": [], "result": [], "thumbnail": []}
@@ -103,7 +110,8 @@ def perceive_with_ray(items, cfg, address: str, root: Path, *, cancel=None,
         remote_args["num_gpus"] = gpus_per_task
     ds = ray.data.from_items(rows, override_num_blocks=len(rows)).map_batches(
         _perceive_batch, batch_size=1, batch_format="numpy",
-        fn_kwargs={"cfg_json": json.dumps(cfg.to_dict()), "root": str(root)}, **remote_args)
+        fn_kwargs={"cfg_json": json.dumps(cfg.to_dict()), "root": str(root), "cpus": cpus_per_task},
+        **remote_args)
 
     results: queue.Queue = queue.Queue(maxsize=4)
     stop = threading.Event()

@@ -376,6 +376,18 @@ NANODET_MEAN_BGR = np.array([103.53, 116.28, 123.675], np.float32)
 NANODET_STD_BGR = np.array([57.375, 57.12, 58.395], np.float32)
 
 
+def cpu_budget() -> int | None:
+    """Threads one perception job may use: ``STRIVED_THREADS`` when set (a Ray task sets it to
+    the CPUs it asked the cluster for, so several tasks on one node do not each take every core),
+    else None (the libraries' defaults: every core)."""
+    v = os.environ.get("STRIVED_THREADS", "")
+    try:
+        n = int(float(v))
+    except ValueError:
+        return None
+    return n if n >= 1 else None
+
+
 def _ort_session(ort, path, device: str, what: str):
     """An onnxruntime session on the CUDA provider when asked for and present, else the CPU."""
     providers = ["CPUExecutionProvider"]
@@ -383,6 +395,10 @@ def _ort_session(ort, path, device: str, what: str):
         providers.insert(0, "CUDAExecutionProvider")
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
+    threads = cpu_budget()
+    if threads:
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
     try:
         return ort.InferenceSession(str(path), opts, providers=providers)
     except Exception as e:  # onnxruntime raises its own exception types
