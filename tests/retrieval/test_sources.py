@@ -40,5 +40,5 @@ def test_unavailable_when_not_built(tmp_path):
     from strived.store.library import Library
 
     lib = Library.open(tmp_path / "empty", create=True)
-    with pytest.raises(sources.SourceUnavailable, match="ensure_text_index"):
+    with pytest.raises(sources.SourceUnavailable, match="no video summaries yet"):
         sources.bm25_ranking(lib, "car")
