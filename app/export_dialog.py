@@ -1,13 +1,47 @@
-"""Export the curated list: choose folder, formats and clip cutting; runs in a worker with
-progress and cancel; errors (read-only folder, full disk) are shown in the dialog itself."""
+"""Export the curated list: choose folder, formats, clip cutting and a lead-in/lead-out around
+each event; runs in a worker with progress and cancel; errors (read-only folder, full disk) are
+shown in the dialog itself."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QFileDialog, QFormLayout, QHBoxLayout,
-                               QLabel, QLineEdit, QProgressBar, QPushButton, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDoubleSpinBox, QFileDialog,
+                               QFormLayout, QHBoxLayout, QLabel, QLineEdit, QProgressBar,
+                               QPushButton, QVBoxLayout, QWidget)
 
 from .workers import Worker
+
+MAX_LEAD_S = 60.0
+
+
+def pad_rows(rows: list[dict], lead_in_s: float, lead_out_s: float,
+             extents: dict[str, tuple] | None = None) -> list[dict]:
+    """Copies of ``rows`` (``strived.export.clip_rows``) whose clip starts ``lead_in_s`` before the
+    event and ends ``lead_out_s`` after it, kept inside the video (``extents``: video id ->
+    (n_frames, duration_s), either may be None: then only t >= 0 is enforced). The event's own
+    span is kept in ``event_start_s``/``event_end_s``; frames follow the times at the row's fps."""
+    lead_in_s, lead_out_s = max(0.0, float(lead_in_s)), max(0.0, float(lead_out_s))
+    out = []
+    for r in rows:
+        r = dict(r)
+        r["event_start_s"], r["event_end_s"] = r["start_s"], r["end_s"]
+        r["lead_in_s"], r["lead_out_s"] = lead_in_s, lead_out_s
+        n_frames, dur = (extents or {}).get(r["video_id"], (None, None))
+        fps = r.get("fps")
+        if dur is None and n_frames and fps:
+            dur = (int(n_frames) - 1) / float(fps)
+        t0 = max(0.0, float(r["start_s"]) - lead_in_s)
+        t1 = float(r["end_s"]) + lead_out_s
+        if dur is not None:
+            t1 = min(t1, float(dur))
+        r["start_s"], r["end_s"] = round(t0, 4), round(max(t0, t1), 4)
+        if fps:
+            f0, f1 = int(round(r["start_s"] * fps)), int(round(r["end_s"] * fps))
+            if n_frames:
+                f0, f1 = max(0, min(f0, n_frames - 1)), max(0, min(f1, n_frames - 1))
+            r["start_frame"], r["end_frame"] = f0, f1
+        out.append(r)
+    return out
 
 
 class ExportDialog(QDialog):
@@ -16,12 +50,15 @@ class ExportDialog(QDialog):
     exported = Signal(object)     # ExportReport
 
     def __init__(self, rows: list[dict], context: dict, folder: str = "",
-                 parent: QWidget | None = None):
+                 parent: QWidget | None = None, extents: dict[str, tuple] | None = None,
+                 title: str = "Export results", lead_s: tuple[float, float] = (0.0, 0.0)):
         super().__init__(parent)
         from strived.export import fast_copy_available
 
-        self.setWindowTitle("Export results")
+        self.setWindowTitle(title)
         self.rows, self.context = rows, context
+        self.extents = dict(extents or {})
+        self.exported_rows: list[dict] = []       # the rows as exported (lead-in/out applied)
         self.worker: Worker | None = None
         self.report = None
         self.folder = QLineEdit(folder, self, placeholderText="choose an export folder")
@@ -40,6 +77,15 @@ class ExportDialog(QDialog):
             model = self.clips.model()
             model.item(2).setEnabled(False)
             self.clips.setItemText(2, "Cut clips: fast keyframe copy (unavailable: needs ffmpeg)")
+        self.lead_in = QDoubleSpinBox(self, objectName="leadIn", minimum=0.0, maximum=MAX_LEAD_S,
+                                      decimals=1, singleStep=0.5, suffix=" s")
+        self.lead_out = QDoubleSpinBox(self, objectName="leadOut", minimum=0.0,
+                                       maximum=MAX_LEAD_S, decimals=1, singleStep=0.5, suffix=" s")
+        self.lead_in.setValue(lead_s[0])
+        self.lead_out.setValue(lead_s[1])
+        for b in (self.lead_in, self.lead_out):
+            b.setToolTip("Seconds of context before the event starts / after it ends, for the cut "
+                         "clips and the clip lists (kept inside the video)")
         self.progress = QProgressBar(self)
         self.progress.setRange(0, 1000)
         self.progress.setValue(0)
@@ -60,6 +106,14 @@ class ExportDialog(QDialog):
             fmt.addWidget(w)
         form.addRow("Formats", fmt)
         form.addRow("Clips", self.clips)
+        lead = QHBoxLayout()
+        lead.addWidget(QLabel("lead-in", self))
+        lead.addWidget(self.lead_in)
+        lead.addSpacing(12)
+        lead.addWidget(QLabel("lead-out", self))
+        lead.addWidget(self.lead_out)
+        lead.addStretch(1)
+        form.addRow("Around the event", lead)
         buttons = QHBoxLayout()
         buttons.addStretch(1)
         buttons.addWidget(self.cancel_button)
@@ -94,8 +148,11 @@ class ExportDialog(QDialog):
         self.cancel_button.setText("Cancel")
         self.message.setText("Exporting…")
         self.progress.setValue(0)
-        self.worker = Worker(export_results, self.rows, folder, formats=self.formats(),
-                             clips=self.clips.currentData(), context=self.context)
+        lead_in, lead_out = self.lead_in.value(), self.lead_out.value()
+        self.exported_rows = pad_rows(self.rows, lead_in, lead_out, self.extents)
+        ctx = dict(self.context, lead_in_s=lead_in, lead_out_s=lead_out)
+        self.worker = Worker(export_results, self.exported_rows, folder, formats=self.formats(),
+                             clips=self.clips.currentData(), context=ctx)
         s = self.worker.signals
         s.progressed.connect(self._on_progressed)
         s.finished.connect(self._on_finished)

@@ -77,6 +77,42 @@ def user_rules(library) -> dict:
     return dict(library.meta_get("user_rules", {}) or {})
 
 
+# -- exports (the results table's "already exported" mark)
+EXPORTS_KEY = "app_exports"
+EXPORTS_KEPT = 10            # the newest exports remembered per video
+
+
+def video_extents(library, video_ids) -> dict[str, tuple]:
+    """video id -> (n_frames, duration_s) (a lead-out must stay inside the video)."""
+    ids = list(dict.fromkeys(video_ids))
+    out: dict[str, tuple] = {}
+    for k in range(0, len(ids), 500):
+        part = ids[k:k + 500]
+        rows = library.conn.execute(
+            f"SELECT id, n_frames, duration_s FROM videos WHERE id IN ({','.join('?' * len(part))})",
+            part).fetchall()
+        out.update({r[0]: (r[1], r[2]) for r in rows})
+    return out
+
+
+def record_exports(library, entries: list[dict]) -> dict[str, list[dict]]:
+    """Remember exports: each entry has ``video_id`` plus what was written (``at``, ``folder``,
+    ``clip``, ``start_s``, ``end_s``, ``query``). Returns every video's exports, newest last."""
+    allx = exports(library)
+    for e in entries:
+        lst = allx.setdefault(e["video_id"], [])
+        lst.append({k: v for k, v in e.items() if k != "video_id"})
+        del lst[:-EXPORTS_KEPT]
+    library.meta_set(EXPORTS_KEY, allx)
+    return allx
+
+
+def exports(library) -> dict[str, list[dict]]:
+    """video id -> its exports (newest last), as ``record_exports`` stored them."""
+    d = library.meta_get(EXPORTS_KEY, {}) or {}
+    return {str(k): list(v) for k, v in d.items()} if isinstance(d, dict) else {}
+
+
 # -- thumbnails and stats
 def thumbnail(library, video_id: str) -> bytes | None:
     r = library.conn.execute("SELECT jpeg FROM thumbnails WHERE video_id=?", (video_id,)).fetchone()

@@ -26,8 +26,8 @@ from .index_panel import IndexPanel
 from .player import PlayerWidget
 from .results import ResultsModel
 from .rule_editor import RuleEditor
-from .settings import AppSettings, SettingsDialog
-from .timeline import TimelineWidget
+from .settings import AppSettings, SettingsDialog, load_rule_library
+from .timeline import TimelineWidget, absent_text, sequence_parts, step_text
 from .welcome import WelcomeDialog, default_library_for, show_welcome_at_start
 from .workers import JobQueue, Worker
 
@@ -247,6 +247,8 @@ class MainWindow(QMainWindow):
         self._mark_undo: list[list[tuple]] = []
         self._mark_redo: list[list[tuple]] = []
         self.gate_witnesses: list[dict] = []    # the inspected result's hard-gate witnesses
+        self.sequence_steps: list[dict] = []    # ... and a sequence rule's steps and negations
+        self.sequence_absent: list[dict] = []
         self.close_s: float | None = None
         self._build()
         self.resize(1440, 900)
@@ -283,6 +285,9 @@ class MainWindow(QMainWindow):
                            "Add a folder's videos to this library")
         self.act_export = A("Export…", self.export_results, "Ctrl+E",
                             "Export the selected results (all when one is selected)")
+        self.act_export_marked = A("Export marked results…", self.export_marked_results,
+                                   "Ctrl+Shift+E", "Export every result of this search you "
+                                   "marked relevant (R), in one go")
         self.act_compare = A("Compare", self.compare_selected, "Ctrl+K",
                              "Play the selected results side by side, aligned at their events")
         self.act_save = A("Save search…", self._on_save_search_triggered, SK.Save)
@@ -341,7 +346,8 @@ class MainWindow(QMainWindow):
                   self.act_save):
             m_file.addSeparator() if a is None else m_file.addAction(a)
         m_file.addMenu(self.saved_menu)
-        for a in (self.act_export, None, self.act_settings, None, self.act_quit):
+        for a in (self.act_export, self.act_export_marked, None, self.act_settings, None,
+                  self.act_quit):
             m_file.addSeparator() if a is None else m_file.addAction(a)
         m_lib = mb.addMenu("&Library")
         for a in (self.act_find_missing, self.act_relink, None, self.act_remove_videos):
@@ -459,11 +465,22 @@ class MainWindow(QMainWindow):
                                    "Click one to select that track in the timeline and the player.")
         self.gates_list.itemClicked.connect(self._on_gate_clicked)
         self.gates_list.hide()
+        self.steps_list = QListWidget(self)
+        self.steps_list.setObjectName("sequenceSteps")
+        self.steps_list.setToolTip("A sequence rule's steps: the track (or the ego) that realised "
+                                   "each one and when, then each negation. Click one to select "
+                                   "its track and go to its span.")
+        self.steps_list.itemClicked.connect(self._on_step_item_clicked)
+        self.steps_list.hide()
         why = QWidget(self)
         wl = QVBoxLayout(why)
         wl.setContentsMargins(0, 0, 0, 0)
         wl.setSpacing(2)
-        wl.addWidget(self.gates_list)
+        lists = QHBoxLayout()
+        lists.setSpacing(4)
+        lists.addWidget(self.gates_list, 1)
+        lists.addWidget(self.steps_list, 1)
+        wl.addLayout(lists)
         wl.addWidget(self.timeline, 1)
         self.inspect_split = QSplitter(Qt.Orientation.Vertical, self)
         self.inspect_split.setObjectName("inspectSplit")
@@ -507,12 +524,17 @@ class MainWindow(QMainWindow):
         self.index_panel.cancel_requested.connect(self.cancel_indexing)
         self.stats_label = QLabel("No library open.", self)
         self.statusBar().addPermanentWidget(self.stats_label)
+        self.rules_label = QLabel("", self, objectName="ruleLibraryStatus")
+        self.statusBar().addPermanentWidget(self.rules_label)
+        self._rule_lib_cache: tuple | None = None     # (path, mtime, RuleLibrary)
+        self.refresh_rule_library_label()
 
         self.player.frame_shown.connect(self._on_player_frame_shown)
         self.player.failed.connect(lambda m: self.statusBar().showMessage(m, 8000))
         self.player.overlay_box.toggled.connect(self.act_boxes.setChecked)
         self.timeline.seek_requested.connect(self.player.seek_time)
         self.timeline.track_selected.connect(self.player.highlight_track)
+        self.timeline.step_selected.connect(self.select_step)
         self.rule_editor.rule_applied.connect(self._on_rule_applied)
         self.rule_editor.rule_saved.connect(self._on_rule_saved)
         self.rule_editor.reset_requested.connect(self._on_rule_reset)
@@ -573,6 +595,7 @@ class MainWindow(QMainWindow):
         self.conns = LibraryConnections(self.library_path, first=lib)
         self.settings.last_library = self.library_path
         self.model.set_thumbnail_loader(lambda vid: ops.thumbnail(self.library, vid))
+        self.model.set_exports(ops.exports(lib))
         self._completions.setStringList(list(dict.fromkeys(self.settings.history()
                                                            + ops.event_names())))
         self.setWindowTitle(f"STRIVE-D — {self.library_path}")
@@ -635,9 +658,11 @@ class MainWindow(QMainWindow):
         self.library = None
         self.response = self._base_response = None
         self.model.clear()
+        self.model.set_exports({})
         self.player.clear()
         self.timeline.clear()
         self.set_gate_witnesses([])
+        self.set_sequence_steps([], [])
 
     def refresh_stats(self) -> None:
         if self.library is None:
@@ -658,7 +683,8 @@ class MainWindow(QMainWindow):
         self.act_find_missing.setEnabled(has_lib and not busy)
         self.act_relink.setEnabled(has_lib and not busy)
         self.act_remove_videos.setEnabled(has_hits and not busy)
-        for a in (self.act_export, self.act_save, self.act_compare, self.act_mark_yes,
+        for a in (self.act_export, self.act_export_marked, self.act_save, self.act_compare,
+                  self.act_mark_yes,
                   self.act_mark_no, self.act_mark_clear, self.act_marks_clear_all,
                   self.act_next_result, self.act_prev_result):
             a.setEnabled(has_hits)
@@ -745,8 +771,17 @@ class MainWindow(QMainWindow):
             self._search_worker.cancel()
         self._add_history(q)
         kwargs = {"top_k": 100}
+        rules_notice = None
         if rule is not None:
             kwargs["rule"] = rule
+        elif self.settings.rule_library_path:
+            lib, err = self.chosen_rule_library()
+            if lib is not None:
+                kwargs["rule_library"] = lib
+            else:
+                rules_notice = (f"The chosen rule library cannot be used ({err}); this search "
+                                "uses the shipped rules (Settings → Search).")
+            self.refresh_rule_library_label()
         llm = None
         try:
             cfg = self.settings.llm_config()
@@ -758,6 +793,7 @@ class MainWindow(QMainWindow):
             self.presenter.notice(f"LLM settings ignored ({exc}); searching offline.")
         w = Worker(library_job, self.conns, search_job, q, llm=llm, name="search", **kwargs)
         w.origin = origin or ("rerank" if rule is not None else "search")
+        w.rules_notice = rules_notice
         w.query = q
         w.during_indexing = self.indexing
         w.signals.progressed.connect(lambda ev, w=w: self._on_search_progressed(w, ev))
@@ -836,7 +872,7 @@ class MainWindow(QMainWindow):
             return                              # a newer search (or a cancel) superseded this one
         self._set_searching(False)
         self._results_stale = worker.during_indexing
-        self.show_response(resp, origin=worker.origin)
+        self.show_response(resp, getattr(worker, "rules_notice", None), origin=worker.origin)
         if worker.origin == "search":
             if self.tabs.currentWidget() is not self.inspect_split:
                 self.tabs.setCurrentWidget(self.inspect_split)
@@ -878,6 +914,7 @@ class MainWindow(QMainWindow):
             self.player.clear("No video matched this query.")
             self.timeline.clear("No video matched: try other words or edit the rule (Rule tab).")
             self.set_gate_witnesses([])
+            self.set_sequence_steps([], [])
 
     def select_result(self, step: int) -> None:
         n = self.model.rowCount()
@@ -918,6 +955,7 @@ class MainWindow(QMainWindow):
             self.player.clear("Records only: this item has no video file.")
         self.timeline.clear("Explaining…")
         self.set_gate_witnesses([])
+        self.set_sequence_steps([], [])
         if self._inspect_worker is not None:
             self._inspect_worker.cancel()
         rule = self.response.rule_for(h.video_id) if self.response else None
@@ -946,6 +984,8 @@ class MainWindow(QMainWindow):
             if intervals:
                 self.player.set_intervals(intervals)
             self.set_gate_witnesses(witnesses)
+            steps, absent = sequence_parts(exp)
+            self.set_sequence_steps(steps, absent, self._is_sequence(hit))
         else:
             self.timeline.clear("No rule for this search (dense/BM25 only): nothing to explain.")
         self.inspect_finished.emit(hit.video_id)
@@ -973,6 +1013,68 @@ class MainWindow(QMainWindow):
             self.gates_list.setFixedHeight(rows * max(16, self.gates_list.sizeHintForRow(0))
                                            + 2 * self.gates_list.frameWidth() + 2)
         self.gates_list.setVisible(bool(witnesses))
+
+    def _is_sequence(self, hit) -> bool:
+        rule = self.response.rule_for(hit.video_id) if self.response is not None else None
+        return bool(isinstance(rule, dict) and rule.get("sequence"))
+
+    def set_sequence_steps(self, steps: list[dict], absent: list[dict],
+                           is_sequence: bool = False) -> None:
+        """A sequence rule's realised steps and negations beside the gates list (hidden for a
+        single-pattern rule); a click on one selects its track and goes to its span."""
+        self.sequence_steps, self.sequence_absent = list(steps), list(absent)
+        sl = self.steps_list
+        sl.clear()
+        for k, st in enumerate(steps):
+            it = QListWidgetItem(step_text(st))
+            it.setData(Qt.ItemDataRole.UserRole, k)
+            it.setToolTip(f"anchor {float(st['anchor_s']):.1f} s · the step's own score "
+                          f"{float(st['score']):.2f}. Click: select this "
+                          f"{'track' if int(st['track']) >= 0 else 'ego series'} and go to the "
+                          "step's start")
+            sl.addItem(it)
+        for k, ab in enumerate(absent):
+            it = QListWidgetItem(absent_text(ab))
+            it.setData(Qt.ItemDataRole.UserRole, len(steps) + k)
+            it.setToolTip("A negation: the score is multiplied by this factor (1.00: nothing "
+                          "there). Click: go to its window" +
+                          (" and select the offender" if ab.get("track") is not None else ""))
+            sl.addItem(it)
+        if is_sequence and not steps:
+            it = QListWidgetItem("no assignment of the steps holds in this video (rule score 0)")
+            it.setFlags(it.flags() & ~Qt.ItemFlag.ItemIsSelectable)
+            sl.addItem(it)
+        n = sl.count()
+        if n:
+            sl.setFixedHeight(min(5, n) * max(16, sl.sizeHintForRow(0)) + 2 * sl.frameWidth() + 2)
+        sl.setVisible(bool(n))
+
+    def select_step(self, lane: int) -> None:
+        """Select step ``lane`` (then the negations, in the steps list's order): its row in the
+        list, its band in the timeline, its track in the timeline and the player; pause and go to
+        the start of its span (a negation: its offender's time, else its window's start)."""
+        n_steps = len(self.sequence_steps)
+        if not 0 <= lane < n_steps + len(self.sequence_absent):
+            return
+        self.steps_list.setCurrentRow(lane)
+        self.timeline.select_lane(lane)
+        if lane < n_steps:
+            st = self.sequence_steps[lane]
+            tid, t = int(st["track"]), float(st["span_s"][0])
+        else:
+            ab = self.sequence_absent[lane - n_steps]
+            tid = None if ab.get("track") is None else int(ab["track"])
+            t = float(ab["time_s"] if ab.get("time_s") is not None else ab["window_s"][0])
+        self.player.highlight_track(tid if tid is not None and tid >= 0 else None)
+        self.player.pause()
+        self.timeline.set_time(t)
+        self.player.seek_time(t)
+        self.statusBar().showMessage(self.steps_list.item(lane).text(), 6000)
+
+    def _on_step_item_clicked(self, item) -> None:
+        lane = item.data(Qt.ItemDataRole.UserRole)
+        if lane is not None:
+            self.select_step(int(lane))
 
     def _on_gate_clicked(self, item) -> None:
         data = item.data(Qt.ItemDataRole.UserRole)
@@ -1118,20 +1220,65 @@ class MainWindow(QMainWindow):
         self.compare_ready.emit()
 
     def export_results(self) -> None:
-        from strived.export import clip_rows, library_versions
-
-        from .export_dialog import ExportDialog
-
+        """Export the selected results (all of them when one or none is selected)."""
         if self.response is None:
             return
         rows_sel = self.selected_rows()
         ids = [self.model.hit(r).video_id for r in rows_sel] if len(rows_sel) > 1 else None
+        self._open_export(ids, "Export results")
+
+    def export_marked_results(self) -> None:
+        """File → Export marked results: every result of this search marked relevant (R)."""
+        if self.response is None:
+            return
+        ids = [h.video_id for h in self.model.hits if self.model.marks.get(h.video_id) is True]
+        if not ids:
+            self.statusBar().showMessage("No result of this search is marked relevant (R): "
+                                         "nothing to export.", 8000)
+            return
+        self._open_export(ids, f"Export the {len(ids)} marked result{'s' if len(ids) != 1 else ''}")
+
+    def _open_export(self, ids: list[str] | None, title: str):
+        from strived.export import clip_rows, library_versions
+
+        from .export_dialog import ExportDialog
+
         rows = clip_rows(self.response, self.library, video_ids=ids, marks=self.model.marks)
         ctx = {"query": self.response.query, "rule": self.response.rule,
                "weights": self.response.weights, "match": self.response.match,
                "library": self.library_path, **library_versions(self.library)}
-        self.export_dialog = ExportDialog(rows, ctx, parent=self)
-        self.export_dialog.show()
+        lead = (self.settings._get("export/lead_in_s", 0.0, float),
+                self.settings._get("export/lead_out_s", 0.0, float))
+        d = ExportDialog(rows, ctx, self.settings._get("export/folder", ""), parent=self,
+                         extents=ops.video_extents(self.library, [r["video_id"] for r in rows]),
+                         title=title, lead_s=lead)
+        d.exported.connect(lambda rep, d=d: self._on_exported(d, rep))
+        self.export_dialog = d
+        d.show()
+        return d
+
+    def _on_exported(self, dialog, report) -> None:
+        """Remember what was exported (the "Exp." column) and the dialog's choices."""
+        import datetime
+
+        q = self.settings.q
+        folder = dialog.folder.text().strip()
+        q.setValue("export/folder", folder)
+        q.setValue("export/lead_in_s", dialog.lead_in.value())
+        q.setValue("export/lead_out_s", dialog.lead_out.value())
+        if self.library is None:
+            return
+        skipped = {vid for vid, _why in report.skipped}
+        done = [r for r in dialog.exported_rows if r["video_id"] not in skipped]
+        clips = list(report.clips) if len(report.clips) == len(done) else [None] * len(done)
+        at = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+        entries = [{"video_id": r["video_id"], "at": at, "folder": folder, "clip": c,
+                    "start_s": r["start_s"], "end_s": r["end_s"], "query": r.get("query")}
+                   for r, c in zip(done, clips)]
+        if not report.files and not report.clips:
+            return
+        self.model.set_exports(ops.record_exports(self.library, entries))
+        self.statusBar().showMessage(f"Exported {len(entries)} result(s) to {folder}.", 8000)
 
     def reveal_current_file(self) -> bool:
         """Show the selected result's file in the system's file manager (its folder)."""
@@ -1165,6 +1312,7 @@ class MainWindow(QMainWindow):
         menu.addSeparator()
         exp = menu.addAction(f"Export {n} result(s)…" if n > 1 else "Export…", self.export_results)
         exp.setObjectName("export")
+        menu.addAction(self.act_export_marked)
         if n > 1:
             menu.addAction(self.act_compare)
         menu.addAction("Reveal the file in its folder", self.reveal_current_file)
@@ -1307,6 +1455,7 @@ class MainWindow(QMainWindow):
         self.player.clear("Removed from the library." if gone else "")
         self.timeline.clear()
         self.set_gate_witnesses([])
+        self.set_sequence_steps([], [])
         self.refresh_stats()
         self._refresh_actions()
         n = len(removed)
@@ -1441,7 +1590,48 @@ class MainWindow(QMainWindow):
 
     def _on_settings_triggered(self) -> None:
         self.settings_dialog = SettingsDialog(self.settings, self._index_folder, self)
+        self.settings_dialog.applied.connect(self.refresh_rule_library_label)
         self.settings_dialog.show()
+
+    # ------------------------------------------------------------------ rule library
+    def chosen_rule_library(self):
+        """(the RuleLibrary chosen in Settings, None) — (None, None) for the shipped ones, (None,
+        why) when the chosen file cannot be used now. Loaded once per file version."""
+        path = self.settings.rule_library_path
+        if not path:
+            return None, None
+        try:
+            mtime = os.path.getmtime(path)
+        except OSError:
+            mtime = None
+        c = self._rule_lib_cache
+        if c is not None and c[0] == path and c[1] == mtime and mtime is not None:
+            return c[2], None
+        try:
+            lib = load_rule_library(path)
+        except Exception as exc:  # noqa: BLE001 - RuleLibraryError and the like, in words
+            self._rule_lib_cache = None
+            return None, str(exc)
+        self._rule_lib_cache = (path, mtime, lib)
+        return lib, None
+
+    def refresh_rule_library_label(self) -> None:
+        """The status bar says which rules searches use."""
+        path = self.settings.rule_library_path
+        if not path:
+            self.rules_label.setText("rules: shipped")
+            self.rules_label.setToolTip("Searches use the shipped, calibrated rule libraries "
+                                        "(Settings → Search → Rule library to choose another)")
+            return
+        lib, err = self.chosen_rule_library()
+        name = os.path.basename(path)
+        if lib is None:
+            self.rules_label.setText(f"rules: {name} (unusable: shipped rules used)")
+            self.rules_label.setToolTip(f"{path}\n{err}")
+        else:
+            self.rules_label.setText(f"rules: {name} ({lib.version})")
+            self.rules_label.setToolTip(f"{path}\n{len(lib.entries)} events; every search "
+                                        "uses this library (Settings → Search)")
 
     @property
     def busy_jobs(self) -> list[str]:

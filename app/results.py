@@ -1,6 +1,6 @@
 """Table model of a search's ranked hits (testable without a window).
 
-Columns: thumbnail, file, event span, relevance (the calibrated probability that the result
+Columns: thumbnail, file, whether it was already exported, event span, relevance (the calibrated probability that the result
 matches, ``strived.retrieval.relevance``), each source's evidence (rule: percentile and rank among
 the videos it judged; dense: cosine and rank; BM25: rank), the matched library event with its two
 calibrated probabilities, reused/adapted, the user's relevance mark. Every number shown means what
@@ -139,9 +139,10 @@ def match_tip(m: dict) -> str | None:
 class ResultsModel(QAbstractTableModel):
     """Ranked hits of one SearchResponse, with lazily loaded thumbnails and relevance marks."""
 
-    COLUMNS = ("", "File", "Span", "Relevance", "Rule", "Dense", "BM25", "Event", "Rule from",
-               "Mark")
-    C_THUMB, C_FILE, C_SPAN, C_RELEVANCE, C_RULE, C_DENSE, C_BM25, C_EVENT, C_MODE, C_MARK = range(10)
+    COLUMNS = ("", "File", "Exp.", "Span", "Relevance", "Rule", "Dense", "BM25", "Event",
+               "Rule from", "Mark")
+    (C_THUMB, C_FILE, C_EXPORTED, C_SPAN, C_RELEVANCE, C_RULE, C_DENSE, C_BM25, C_EVENT, C_MODE,
+     C_MARK) = range(11)
     THUMB_SIZE = QSize(96, 54)
 
     def __init__(self, parent=None, thumbnail_loader: Callable[[str], bytes | None] | None = None):
@@ -149,6 +150,7 @@ class ResultsModel(QAbstractTableModel):
         self.response = None
         self.hits: list = []
         self.marks: dict[str, bool] = {}
+        self.exports: dict[str, list[dict]] = {}    # video id -> its exports (library_ops)
         self._thumb_loader = thumbnail_loader
         self._thumbs: dict[str, QPixmap | None] = {}
 
@@ -186,6 +188,29 @@ class ResultsModel(QAbstractTableModel):
             for v in gone:
                 self.marks.pop(v, None)
             self.endResetModel()
+
+    def set_exports(self, exports: dict[str, list[dict]]) -> None:
+        """The library's export records (``library_ops.exports``): the "Exp." column."""
+        self.exports = dict(exports or {})
+        if self.hits:
+            self.dataChanged.emit(self.index(0, self.C_EXPORTED),
+                                  self.index(len(self.hits) - 1, self.C_EXPORTED))
+
+    def export_text(self, hit) -> str:
+        n = len(self.exports.get(hit.video_id) or [])
+        return "" if not n else ("✓" if n == 1 else f"✓ {n}×")
+
+    def export_tip(self, hit) -> str | None:
+        ex = self.exports.get(hit.video_id) or []
+        if not ex:
+            return "Not exported yet"
+        lines = [f"Exported {len(ex)}×" + (f" (the last {len(ex)})" if len(ex) >= 10 else "") + ":"]
+        for e in reversed(ex):
+            what = (f"clip {e['clip']}" if e.get("clip") else "in the clip list") + \
+                (f", {e['start_s']:.1f}–{e['end_s']:.1f} s" if e.get("start_s") is not None else "")
+            lines.append(f"{e.get('at', '?')} → {e.get('folder', '?')}: {what}"
+                         + (f" (query “{e['query']}”)" if e.get("query") else ""))
+        return "\n".join(lines)
 
     def set_mark(self, row: int, relevant: bool | None) -> None:
         h = self.hit(row)
@@ -229,7 +254,9 @@ class ResultsModel(QAbstractTableModel):
                                       "P(its calibrated rule fits the query as is)",
                         self.C_MODE: "reused = calibrated library rule; adapted = rewritten for "
                                      "this query",
-                        self.C_MARK: "Your relevance mark (R = relevant, N = not relevant)"}.get(section)
+                        self.C_MARK: "Your relevance mark (R = relevant, N = not relevant)",
+                        self.C_EXPORTED: "Already exported (✓; 2× = twice): hover a mark for "
+                                         "where and when"}.get(section)
         elif role == Qt.ItemDataRole.DisplayRole:
             return str(section + 1)
         return None
@@ -310,6 +337,8 @@ class ResultsModel(QAbstractTableModel):
                 return os.path.basename(h.path) if h.path else h.video_id
             if c == self.C_SPAN:
                 return format_span(h.span_s)
+            if c == self.C_EXPORTED:
+                return self.export_text(h)
             if c == self.C_RELEVANCE:
                 return relevance_text(getattr(h, "relevance", None))
             if c in (self.C_RULE, self.C_DENSE, self.C_BM25):
@@ -332,12 +361,16 @@ class ResultsModel(QAbstractTableModel):
                 return self.source_tip(h, SOURCES[c - self.C_RULE])
             if c == self.C_RELEVANCE:
                 return relevance_tip(getattr(h, "relevance", None))
+            if c == self.C_EXPORTED:
+                return self.export_tip(h)
             if c == self.C_EVENT:
                 return match_tip(m)
         if role == Qt.ItemDataRole.ForegroundRole:
             if c == self.C_MARK:
                 mk = self.marks.get(h.video_id)
                 return None if mk is None else QColor("#7bd88f" if mk else "#ff6b6b")
+            if c == self.C_EXPORTED:
+                return QColor("#7fb8ff")
             if c in (self.C_RULE, self.C_DENSE, self.C_BM25, self.C_SPAN, self.C_RELEVANCE) \
                     and self.data(index) in ("–", "n/a"):
                 return QColor("#6b717a")

@@ -51,6 +51,9 @@ class AppSettings:
                             lambda s, v: s.q.setValue("models/embedder_dir", v))
     sample_fps = property(lambda s: s._get("indexing/sample_fps", 10.0, float),
                           lambda s, v: s.q.setValue("indexing/sample_fps", float(v)))
+    # a rule library JSON (`strived calibrate`) searches use instead of the shipped ones; "" = shipped
+    rule_library_path = property(lambda s: s._get("search/rule_library", ""),
+                                 lambda s, v: s.q.setValue("search/rule_library", str(v or "")))
 
     def camera(self, folder: str) -> dict:
         raw = self._get(f"camera/{_folder_key(folder)}", "")
@@ -107,6 +110,36 @@ def _folder_key(folder: str) -> str:
     import hashlib
 
     return hashlib.sha1(os.path.abspath(str(folder)).encode()).hexdigest()[:16]
+
+
+def load_rule_library(path: str):
+    """The RuleLibrary at ``path``; raises RuleLibraryError (a readable message) when it is not
+    one (missing, not JSON, not a rule library, an invalid rule)."""
+    from strived.rulelib.library import RuleLibrary, RuleLibraryError
+
+    try:
+        return RuleLibrary.load(path)
+    except RuleLibraryError:
+        raise
+    except (OSError, UnicodeDecodeError) as e:
+        raise RuleLibraryError(f"rule library {path} cannot be read: {e}") from None
+    except Exception as e:  # noqa: BLE001 - any other defect of the file, in words
+        raise RuleLibraryError(f"rule library {path} is not usable: {type(e).__name__}: {e}") from None
+
+
+def rule_library_summary(lib) -> str:
+    """One line about a loaded rule library: events, how many calibrated, version, corpus."""
+    n = len(lib.entries)
+    cal = sum(1 for e in lib.entries.values() if e.calibrated)
+    corpus = (lib.provenance or {}).get("corpus")
+    bits = [f"{n} events ({cal} calibrated)", f"version {lib.version}"]
+    if corpus:
+        bits.append(f"calibrated on {corpus}")
+    if lib.created:
+        bits.append(f"created {lib.created}")
+    if (lib.provenance or {}).get("version_mismatch"):
+        bits.append(f"note: {lib.provenance['version_mismatch']}")
+    return " · ".join(bits)
 
 
 def key_source() -> str:
@@ -167,6 +200,20 @@ class SettingsDialog(QDialog):
         self.cam_height.setValue(cam["height_m"])
         self.pitch = QDoubleSpinBox(self, minimum=-30.0, maximum=30.0, decimals=1, suffix=" °")
         self.pitch.setValue(cam["pitch_deg"])
+        # the rule library searches use: chosen with "Choose…" (checked at once; a bad file keeps
+        # the previous choice), back to the shipped ones with "Use the shipped rules"
+        self.rule_library = QLineEdit(s.rule_library_path, self, objectName="ruleLibraryPath",
+                                      placeholderText="the shipped, calibrated rule libraries")
+        self.rule_library.setReadOnly(True)
+        self.rule_library_choose = QPushButton("Choose…", self, objectName="chooseRuleLibrary")
+        self.rule_library_choose.clicked.connect(self._on_choose_rule_library)
+        self.rule_library_reset = QPushButton("Use the shipped rules", self,
+                                              objectName="shippedRuleLibrary")
+        self.rule_library_reset.clicked.connect(self._on_shipped_rule_library)
+        self.rule_library_info = QLabel("", self, objectName="ruleLibraryInfo")
+        self.rule_library_info.setWordWrap(True)
+        self.rule_library_info.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self._describe_rule_library(s.rule_library_path)
 
         llm = QGroupBox("LLM endpoint (OpenAI-compatible; optional)", self)
         f = QFormLayout(llm)
@@ -185,6 +232,16 @@ class SettingsDialog(QDialog):
         f2.addRow("Detector model folder", self._with_browse(self.detector_dir))
         f2.addRow("Embedder model folder", self._with_browse(self.embedder_dir))
         f2.addRow("Sampling rate", self.sample_fps)
+        search_box = QGroupBox("Search", self)
+        f4 = QFormLayout(search_box)
+        rl = QWidget(self)
+        h = QHBoxLayout(rl)
+        h.setContentsMargins(0, 0, 0, 0)
+        h.addWidget(self.rule_library, 1)
+        h.addWidget(self.rule_library_choose)
+        h.addWidget(self.rule_library_reset)
+        f4.addRow("Rule library", rl)
+        f4.addRow(self.rule_library_info)
         cam_box = QGroupBox(f"Camera for {folder or '(no folder)'}", self)
         cam_box.setEnabled(bool(folder))
         f3 = QFormLayout(cam_box)
@@ -196,7 +253,7 @@ class SettingsDialog(QDialog):
         buttons.accepted.connect(self._on_accepted)
         buttons.rejected.connect(self.reject)
         lay = QVBoxLayout(self)
-        for w in (llm, eng, cam_box):
+        for w in (llm, eng, search_box, cam_box):
             lay.addWidget(w)
         lay.addWidget(buttons)
 
@@ -212,6 +269,49 @@ class SettingsDialog(QDialog):
         h.addWidget(b)
         return w
 
+    def _describe_rule_library(self, path: str, error: str = "") -> None:
+        self._rule_library_text(path, error)
+        self._fit_label(self.rule_library_info)
+
+    def _rule_library_text(self, path: str, error: str = "") -> None:
+        lab = self.rule_library_info
+        if error:
+            lab.setText(f"<span style='color:#ff6b6b'>✗ {html.escape(error)}</span><br>"
+                        f"Kept: {html.escape(path or 'the shipped rules')}.")
+            return
+        if not path:
+            lab.setText("Searches use the shipped rule libraries (one per calibration profile: "
+                        "imported tracks, our own perception).")
+            return
+        try:
+            lab.setText(f"✓ {html.escape(rule_library_summary(load_rule_library(path)))}. Every "
+                        "search uses it for every video (no per-profile rules).")
+        except Exception as e:  # noqa: BLE001 - a file that went bad since it was chosen
+            lab.setText(f"<span style='color:#ff6b6b'>✗ {html.escape(str(e))}</span><br>"
+                        "Searches use the shipped rules until it is fixed or another is chosen.")
+
+    def choose_rule_library(self, path: str) -> bool:
+        """Check ``path`` and take it (True), or say why not and keep the previous choice."""
+        try:
+            load_rule_library(path)
+        except Exception as e:  # noqa: BLE001 - RuleLibraryError and anything else, in words
+            self._describe_rule_library(self.rule_library.text(), error=str(e))
+            return False
+        self.rule_library.setText(path)
+        self._describe_rule_library(path)
+        return True
+
+    def _on_choose_rule_library(self) -> None:
+        start = self.rule_library.text() or os.path.expanduser("~")
+        path, _ = QFileDialog.getOpenFileName(self, "Rule library (written by strived calibrate)",
+                                              start, "Rule library (*.json);;All files (*)")
+        if path:
+            self.choose_rule_library(path)
+
+    def _on_shipped_rule_library(self) -> None:
+        self.rule_library.setText("")
+        self._describe_rule_library("")
+
     def apply(self) -> None:
         s = self.settings
         url = self.base_url.text().strip()
@@ -223,6 +323,7 @@ class SettingsDialog(QDialog):
         s.detector_dir = self.detector_dir.text().strip()
         s.embedder_dir = self.embedder_dir.text().strip()
         s.sample_fps = self.sample_fps.value()
+        s.rule_library_path = self.rule_library.text().strip()
         if self.folder:
             s.set_camera(self.folder, {"focal_px": self.focal.value(),
                                        "height_m": self.cam_height.value(),
@@ -265,8 +366,13 @@ class SettingsDialog(QDialog):
     def _show_result(self, rich: str) -> None:
         """Show a verdict whole: the label gets the height its wrapped text needs and the dialog
         grows to fit it (a top-level window does not grow by itself for a wrapped label)."""
-        lab = self.test_result
-        lab.setText(rich)
+        self.test_result.setText(rich)
+        self._fit_label(self.test_result)
+
+    def _fit_label(self, lab: QLabel) -> None:
+        """Give a wrapped label the height its text needs and grow the dialog to fit it."""
+        if self.layout() is None:            # still being built: the first layout sizes it
+            return
         lab.setMinimumHeight(0)
         self.layout().activate()
         need = lab.heightForWidth(max(lab.width(), 200))

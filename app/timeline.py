@@ -5,6 +5,11 @@ one for gate satisfaction (one lane per gate, labelled); the event span shaded; 
 to the player both ways. A click anywhere seeks the player there (a click on a curve also selects
 its track); hovering reads the values at the cursor; a legend names each track's colour.
 Items are pooled and updated with ``setData``: nothing is re-created per frame.
+
+Sequence rules (``strived.rules.sequence``) get a "steps" row: one lane per step with a band over
+the step's span, labelled with the unit that realised it ("step 1 lead brakes: car #3 2.1–3.4 s"),
+then one lane per negation with its window and its offender, if any. A click on a band selects the
+step (``step_selected``): its track and its span.
 """
 
 from __future__ import annotations
@@ -36,6 +41,43 @@ def _trace_label(tr) -> str:
     return "ego" if tid < 0 else f"{getattr(tr, 'cls', '') or 'track'} #{tid}"
 
 
+def unit_text(track, cls) -> str:
+    """The unit of a step or an offender in words: "the ego vehicle" or "car #3"."""
+    tid = _track_key(track)
+    return "ego" if tid < 0 else f"{cls or 'track'} #{tid}"
+
+
+def step_text(st: dict) -> str:
+    """One realised step of a sequence rule (``StepMatch.to_dict``):
+    "step 1 lead brakes: car #3 2.1–3.4 s"."""
+    a, b = st["span_s"]
+    return (f"step {int(st['step']) + 1} {st.get('name') or ''}: "
+            f"{unit_text(st.get('track'), st.get('cls'))} {float(a):.1f}–{float(b):.1f} s")
+
+
+def absent_text(ab: dict) -> str:
+    """One negation at the best assignment (``AbsenceMatch.to_dict``): its window around its
+    step's anchor, the strongest offender there (or none) and the factor it put on the score."""
+    a, b = ab["window_s"]
+    name = ab.get("name") or f"negation {int(ab.get('absent', 0)) + 1}"
+    where = f"{float(a):.1f}–{float(b):.1f} s (around step {int(ab.get('step', 0)) + 1})"
+    if ab.get("track") is None:
+        who = "none there"
+    else:
+        at = f" at {float(ab['time_s']):.1f} s" if ab.get("time_s") is not None else ""
+        who = f"{unit_text(ab['track'], ab.get('cls'))} there{at}"
+    return f"not {name} in {where}: {who} · score ×{float(ab.get('factor', 1.0)):.2f}"
+
+
+def sequence_parts(explanation) -> tuple[list[dict], list[dict]]:
+    """(steps, negations) of a sequence rule's explanation as dicts; ([], []) otherwise."""
+    fn = getattr(explanation, "steps_dicts", None)
+    if fn is None:
+        return [], []
+    steps, absent = fn()
+    return list(steps or []), list(absent or [])
+
+
 class _Row:
     """One plot of the timeline with its pooled curves, span region and playhead."""
 
@@ -61,6 +103,8 @@ class _Row:
         self.hover.hide()
         plot.addItem(self.hover)
         self.gate_names: list[str] = []
+        self.lane_x: list[float] = []             # steps row: each lane label's preferred x
+        self.bands: list[pg.PlotDataItem] = []    # steps row: one filled band per lane
         # the row's name and unit inside the plot, top left (a rotated axis title does not fit
         # in a row a few tens of pixels high)
         self.name_label = pg.TextItem(color="#aeb4bd", anchor=(0, 0), fill=pg.mkBrush(21, 24, 29, 190))
@@ -92,8 +136,22 @@ class _Row:
             self.name_label.setPos(x0 + 0.45 * (vb.viewRange()[0][1] - x0), y1)
         else:
             self.name_label.setPos(x0, y1)
+        x1 = vb.viewRange()[0][1]
         for k, lab in enumerate(self.labels[:len(self.gate_names)]):
-            lab.setPos(x0, k + 0.35)
+            if k < len(self.lane_x):          # steps: above the band, at its start, kept in view
+                wv = lab.boundingRect().width() * (px if px == px else 0.0)
+                y = len(self.lane_x) - 1 - k      # step 1 on top
+                lab.setPos(max(x0, min(self.lane_x[k], x1 - wv)), y + 0.72)
+            else:
+                lab.setPos(x0, k + 0.35)
+
+    def band(self, i: int) -> pg.PlotDataItem:
+        while len(self.bands) <= i:
+            b = pg.PlotDataItem()
+            b.setZValue(5)
+            self.plot.addItem(b)
+            self.bands.append(b)
+        return self.bands[i]
 
 
 class TimelineWidget(QWidget):
@@ -101,6 +159,7 @@ class TimelineWidget(QWidget):
 
     seek_requested = Signal(float)          # t_s, from dragging the playhead
     track_selected = Signal(int)            # track id, from clicking a curve
+    step_selected = Signal(int)             # lane of the steps row: step k, then negations
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -130,6 +189,9 @@ class TimelineWidget(QWidget):
         self.row_names: list[str] = []
         self.explanation = None
         self.highlighted: int | None = None
+        self.steps: list[dict] = []             # a sequence rule's realised steps
+        self.absent: list[dict] = []            # ... and its negations
+        self.selected_lane: int | None = None
         self.t_s = 0.0
         self._curve_track: dict[int, int] = {}     # id(PlotDataItem or its PlotCurveItem) -> track
         self._track_label: dict[int, str] = {}
@@ -162,12 +224,14 @@ class TimelineWidget(QWidget):
 
     def clear(self, message: str = "Select a result to see why it matched.") -> None:
         self.explanation = None
+        self.steps, self.absent, self.selected_lane = [], [], None
         self.title.setText(message)
         self.legend.setText("")
         self.readout.setText("")
         for r in self.rows:
             for c in r.curves:
                 c.setData([], [])
+            self._draw_bands(r, False)
         self._use_rows(0)
 
     def set_explanation(self, explanation, title: str = "") -> None:
@@ -190,7 +254,11 @@ class TimelineWidget(QWidget):
             for g in tr.gates:
                 if g not in gate_names:
                     gate_names.append(g)
-        names = fields + ["soft score"] + (["gates"] if gate_names else [])
+        self.steps, self.absent = sequence_parts(explanation)
+        self.selected_lane = None
+        lanes = [step_text(st) for st in self.steps] + [absent_text(ab) for ab in self.absent]
+        names = fields + ["soft score"] + (["gates"] if gate_names else []) + \
+            (["steps"] if lanes else [])
         self.row_names = names
         self._curve_track.clear()
         self._track_label = {_track_key(tr.track): _trace_label(tr) for tr in traces}
@@ -228,13 +296,16 @@ class TimelineWidget(QWidget):
             unit = UNITS.get(name, "")
             # small type: five stacked rows leave little height for a rotated label
             row.name_label.setText(f"{name} ({unit})" if unit else name)
+            row.name_label.setVisible(name != "steps")      # each lane is labelled already
             row.plot.getAxis("left").setLabel(None)
-            # the gates row gets a lane's worth of height per gate, the others one share each
-            self.view.ci.layout.setRowStretchFactor(i, max(1, len(gate_names)) if name == "gates"
-                                                    else 1)
-            # ... and never less than a label's height per lane
-            row.plot.setMinimumHeight(26 * len(gate_names) + 24 if name == "gates" else 0)
-            while name == "gates" and len(row.labels) < len(gate_names):
+            lane_names = gate_names if name == "gates" else lanes if name == "steps" else []
+            # the gates and steps rows get a lane's worth of height per lane, the others one share
+            self.view.ci.layout.setRowStretchFactor(i, max(1, len(lane_names)))
+            # ... and never less than a label's height per lane (steps: label above its band)
+            per_lane = 24 if name == "steps" else 26
+            row.plot.setMinimumHeight(per_lane * len(lane_names) + 24 if lane_names else 0)
+            self._draw_bands(row, name == "steps")
+            while lane_names and len(row.labels) < len(lane_names):
                 lab = pg.TextItem(color="#c9ced6", anchor=(0, 0.5), fill=pg.mkBrush(21, 24, 29, 170))
                 font = lab.textItem.font()
                 font.setPointSizeF(7.5)
@@ -242,16 +313,17 @@ class TimelineWidget(QWidget):
                 lab.setZValue(25)
                 row.plot.addItem(lab)
                 row.labels.append(lab)
-            row.gate_names = list(gate_names) if name == "gates" else []
+            row.gate_names = list(lane_names)
             for k, lab in enumerate(row.labels):
-                if name == "gates" and k < len(gate_names):
-                    lab.setText(gate_names[k])
+                if k < len(lane_names):
+                    lab.setText(lane_names[k])
                     lab.show()
                 else:
                     lab.hide()
-            if name == "gates":
-                row.plot.getAxis("left").setTicks([[(k, "") for k in range(len(gate_names))]])
-                row.plot.setYRange(-0.15, len(gate_names) - 0.15, padding=0)
+            if lane_names:
+                row.plot.getAxis("left").setTicks([[(k, "") for k in range(len(lane_names))]])
+                row.plot.setYRange(-0.15, len(lane_names) - 0.15 + (0.15 if name == "steps" else 0),
+                                   padding=0)
             else:
                 row.plot.getAxis("left").setTicks(None)
                 row.plot.enableAutoRange(axis="y")
@@ -269,6 +341,8 @@ class TimelineWidget(QWidget):
                  [float(tr.t[-1]) for tr in traces if len(tr.t)]
             if ts:
                 self.rows[0].plot.setXRange(min(ts), max(ts), padding=0.02)
+        for r in self.rows[len(names):]:
+            self._draw_bands(r, False)
         for r in self.rows[:len(names)]:
             r.place_labels()
         self._set_legend(traces)
@@ -283,9 +357,75 @@ class TimelineWidget(QWidget):
             bits.append(f"peak track #{peak}")
         if not traces:
             bits.append("no candidate track for this rule")
-        bits.append("time axis in s · gates: high = met")
+        if self.steps:
+            bits.append(f"sequence of {len(self.steps)} steps" +
+                        (f", {len(self.absent)} negation(s)" if self.absent else ""))
+        bits.append("time axis in s · gates: high = met" + (" · steps: click a band" if lanes else ""))
         self.title.setText("   ·   ".join(bits))
         self.set_time(self.t_s)
+
+    def _lane_unit(self, lane: int) -> tuple[int | None, tuple[float, float] | None]:
+        """(track, span or window) of a lane of the steps row: a step, then a negation."""
+        if 0 <= lane < len(self.steps):
+            st = self.steps[lane]
+            return _track_key(st.get("track")), (float(st["span_s"][0]), float(st["span_s"][1]))
+        k = lane - len(self.steps)
+        if 0 <= k < len(self.absent):
+            ab = self.absent[k]
+            tid = None if ab.get("track") is None else _track_key(ab["track"])
+            return tid, (float(ab["window_s"][0]), float(ab["window_s"][1]))
+        return None, None
+
+    def lane_text(self, lane: int) -> str:
+        n = len(self.steps)
+        return step_text(self.steps[lane]) if lane < n else absent_text(self.absent[lane - n])
+
+    def lane_count(self) -> int:
+        return len(self.steps) + len(self.absent)
+
+    def _draw_bands(self, row: "_Row", on: bool) -> None:
+        """The steps row's bands: each step's span in its unit's colour (lane k of n at
+        y in [n-1-k, n-1-k+0.45]: step 1 on top),
+        each negation's window (red when something was there, grey when clear); the selected lane
+        outlined."""
+        n = self.lane_count() if on else 0
+        row.lane_x = []
+        for k in range(n):
+            tid, (a, b) = self._lane_unit(k)
+            if b - a < 0.05:                      # a one-sample step: still a visible band
+                a, b = a - 0.05, b + 0.05
+            neg = k >= len(self.steps)
+            if neg:
+                col = pg.mkColor("#ff6b6b" if tid is not None else "#6b717a")
+            else:
+                col = track_color(tid) if tid is not None and tid >= 0 else pg.mkColor("#d0d4da")
+            fill = pg.mkColor(col)
+            fill.setAlpha(90 if neg else 150)
+            sel = k == self.selected_lane
+            band = row.band(k)
+            y = n - 1 - k
+            band.setData([a, b], [y + 0.45, y + 0.45], fillLevel=y, brush=pg.mkBrush(fill))
+            band.setPen(pg.mkPen("#ffffff" if sel else col, width=2.5 if sel else 1.0))
+            band.show()
+            row.lane_x.append(a)
+        for band in row.bands[n:]:
+            band.setData([], [])
+            band.hide()
+
+    def steps_row(self) -> "_Row | None":
+        if "steps" in self.row_names:
+            return self.rows[self.row_names.index("steps")]
+        return None
+
+    def select_lane(self, lane: int | None) -> None:
+        """Outline the lane's band and select its unit's track (no seek: the caller decides)."""
+        self.selected_lane = lane
+        r = self.steps_row()
+        if r is not None:
+            self._draw_bands(r, True)
+        tid, _span = self._lane_unit(lane) if lane is not None else (None, None)
+        if tid is not None:
+            self.highlight_track(tid)
 
     def _pen(self, tid: int):
         col = track_color(tid) if tid >= 0 else pg.mkColor("#d0d4da")
@@ -399,9 +539,15 @@ class TimelineWidget(QWidget):
         r = self._row_at(ev.scenePos())
         if r is None:
             return
-        t = float(r.plot.getViewBox().mapSceneToView(ev.scenePos()).x())
+        p = r.plot.getViewBox().mapSceneToView(ev.scenePos())
+        t = float(p.x())
         if not math.isfinite(t):
             return
+        if r is self.steps_row():               # a click in a lane selects its step or negation
+            lane = self.lane_count() - 1 - int(math.floor(float(p.y()) + 0.15))
+            if 0 <= lane < self.lane_count():
+                self.step_selected.emit(lane)
+                return
         t = max(0.0, t)
         self.set_time(t)
         self.seek_requested.emit(t)
@@ -433,6 +579,8 @@ class TimelineWidget(QWidget):
                 k -= 1
             if abs(tt[k] - t) > 0.5:          # this track is not seen near t
                 continue
+            if row_name == "steps":
+                break
             if row_name == "soft score":
                 v = f"{float(np.asarray(tr.combined)[k]):.2f}"
             elif row_name == "gates":
@@ -445,4 +593,8 @@ class TimelineWidget(QWidget):
             else:
                 continue
             bits.append(f"{self._track_label[tid]}: {v}")
+        if row_name == "steps":
+            bits = [self.lane_text(k) for k in range(self.lane_count())
+                    if (span := self._lane_unit(k)[1]) and span[0] - 0.05 <= t <= span[1] + 0.05]
+            return f"t = {t:6.2f} s · steps: " + ("; ".join(bits) if bits else "no step here")
         return f"t = {t:6.2f} s · {row_name}: " + ("; ".join(bits) if bits else "no track here")

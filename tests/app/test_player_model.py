@@ -92,7 +92,7 @@ def test_results_model_columns():
                           {"rule": 1.0, "dense": 0.5}, sources_used=["rule", "dense", "bm25"])
     m = ResultsModel()
     m.set_response(resp, {"b": False})
-    assert m.rowCount() == 2 and m.columnCount() == 10
+    assert m.rowCount() == 2 and m.columnCount() == 11
     d = lambda r, c: m.data(m.index(r, c), Qt.ItemDataRole.DisplayRole)  # noqa: E731
     tip = lambda r, c: m.data(m.index(r, c), Qt.ItemDataRole.ToolTipRole)  # noqa: E731
     assert d(0, m.C_FILE) == "a.mp4" and d(1, m.C_FILE) == "b"
