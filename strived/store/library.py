@@ -507,8 +507,32 @@ class Library:
         cached = getattr(self, "_profiles_cache", None)
         if cached is not None and cached[0] == ver:
             return cached[1]
-        out = {vid: ("video" if has else "tracks") for vid, has in self.conn.execute(
-            "SELECT id, json_extract(attrs, '$.perception') IS NOT NULL FROM videos ORDER BY id")}
+        # Reading attrs walks past each row's blobs (~0.1 ms a video): a new process reads the
+        # answer of the last one from a small file of the cache folder instead, keyed by the
+        # library's creation and content version (never written to the database: a search must
+        # not need write access).
+        n = self.conn.execute("SELECT COUNT(*) FROM videos").fetchone()[0]
+        key = f"{self.meta_get('created_at')}|{ver}|{n}"
+        path = self.cache_dir / "video_profiles.json"
+        out = None
+        try:
+            d = json.loads(path.read_text())
+            if d.get("key") == key:
+                video = set(d["video"])
+                out = {vid: ("video" if vid in video else "tracks") for vid in d["ids"]}
+        except (OSError, ValueError, KeyError, TypeError):
+            out = None
+        if out is None:
+            out = {vid: ("video" if has else "tracks") for vid, has in self.conn.execute(
+                "SELECT id, json_extract(attrs, '$.perception') IS NOT NULL FROM videos ORDER BY id")}
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_name(f"video_profiles.{os.getpid()}.tmp")
+                tmp.write_text(json.dumps({"key": key, "ids": list(out),
+                                           "video": [v for v, p in out.items() if p == "video"]}))
+                tmp.replace(path)
+            except OSError:
+                pass                      # a cache that cannot be written is only slower
         self._profiles_cache = (ver, out)
         return out
 

@@ -198,3 +198,32 @@ def test_saved_searches_roundtrip_replace_list_and_delete(tmp_path):
         assert sorted(n for n, _q, _t in lib.saved_searches()) == ["brakes", "cut-ins"]
         assert lib.delete_saved_search("brakes") and not lib.delete_saved_search("brakes")
         assert [n for n, _q, _t in lib.saved_searches()] == ["cut-ins"]
+
+
+def test_video_profiles_cached_across_processes_and_refreshed_on_change(tmp_path):
+    """A new process reads the calibration profiles from a cache file keyed by the content version;
+    a change of the library, or a damaged file, gives the database's answer again."""
+    import json as _json
+
+    from strived.store import Library
+    from tests.core.synth import synth_video
+
+    lib = Library.open(tmp_path / "lib", create=True)
+    a, b = synth_video("a", seed=1), synth_video("b", seed=2)
+    b.info.attrs["perception"] = {"perception_version": 2}
+    lib.add_videos([a, b])
+    assert lib.video_profiles() == {"a": "tracks", "b": "video"}
+    cache = lib.cache_dir / "video_profiles.json"
+    assert _json.loads(cache.read_text())["video"] == ["b"]
+    lib.close()
+    again = Library.open(tmp_path / "lib")                 # a new Library: no in-memory cache
+    assert again.video_profiles() == {"a": "tracks", "b": "video"}
+    c = synth_video("c", seed=3)
+    c.info.attrs["perception"] = {"perception_version": 2}
+    again.add_videos([c])
+    assert again.video_profiles() == {"a": "tracks", "b": "video", "c": "video"}
+    again.close()
+    cache.write_text("{not json")
+    third = Library.open(tmp_path / "lib")
+    assert third.video_profiles() == {"a": "tracks", "b": "video", "c": "video"}
+    third.close()
