@@ -567,20 +567,25 @@ def _valid_view(s: Series, v: np.ndarray):
     return vv, tt, tr, cnt, vstart
 
 
-def _window_end(tt: np.ndarray, tr: np.ndarray, window_s: float) -> np.ndarray:
-    """For each sample i, the last index j of the same track with t_j - t_i <= window (+T_EPS)."""
-    if tt.size == 0:
-        return np.zeros(0, np.int64)
-    # exact integer keys: track-major, microsecond time relative to the track's first sample
+def _track_keys(tt: np.ndarray, tr: np.ndarray, window_s: float) -> tuple[np.ndarray, int]:
+    """(sorted integer key of every sample, window in the same units): track-major, microsecond
+    time relative to the track's first sample (tracks are contiguous and ordered), so one
+    searchsorted finds every sample's window inside its own track."""
     t_us = np.round(tt * _US).astype(np.int64)
     first = np.zeros(int(tr.max()) + 1, np.int64)
-    # first sample time of each track (tracks are contiguous and ordered)
     change = np.flatnonzero(np.r_[True, tr[1:] != tr[:-1]])
     first[tr[change]] = t_us[change]
     rel = t_us - first[tr]
     w_us = _window_us(window_s, rel)
     span = int(rel.max()) + w_us + 1
-    key = tr.astype(np.int64) * span + rel
+    return tr.astype(np.int64) * span + rel, w_us
+
+
+def _window_end(tt: np.ndarray, tr: np.ndarray, window_s: float) -> np.ndarray:
+    """For each sample i, the last index j of the same track with t_j - t_i <= window (+T_EPS)."""
+    if tt.size == 0:
+        return np.zeros(0, np.int64)
+    key, w_us = _track_keys(tt, tr, window_s)
     return np.searchsorted(key, key + w_us, side="right") - 1
 
 
@@ -598,14 +603,7 @@ def _window_start(tt: np.ndarray, tr: np.ndarray, window_s: float) -> np.ndarray
     """For each sample j, the first index i of the same track with t_j - t_i <= window (+T_EPS)."""
     if tt.size == 0:
         return np.zeros(0, np.int64)
-    t_us = np.round(tt * _US).astype(np.int64)
-    first = np.zeros(int(tr.max()) + 1, np.int64)
-    change = np.flatnonzero(np.r_[True, tr[1:] != tr[:-1]])
-    first[tr[change]] = t_us[change]
-    rel = t_us - first[tr]
-    w_us = _window_us(window_s, rel)
-    span = int(rel.max()) + w_us + 1
-    key = tr.astype(np.int64) * span + rel
+    key, w_us = _track_keys(tt, tr, window_s)
     return np.searchsorted(key, key - w_us, side="left")
 
 

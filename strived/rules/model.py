@@ -269,17 +269,21 @@ class Step:
         return self.name or f"step {k + 1}"
 
     def to_dict(self) -> dict:
-        d: dict[str, Any] = {}
-        if self.name is not None:
-            d["name"] = self.name
-        d["entity"] = self.entity.to_dict()
-        d["hard_gates"] = [g.to_dict() for g in self.hard_gates]
-        d["soft_scores"] = [c.to_dict() for c in self.soft_scores]
+        d = _fragment_dict(self)
         d["weight"] = self.weight
         if self.max_gap_s is not None:
             d["gap"] = {"min_seconds": self.min_gap_s, "max_seconds": self.max_gap_s}
             d["same_track"] = self.same_track
         return d
+
+
+def _fragment_dict(f) -> dict[str, Any]:
+    """The keys a sequence step and a negation share: name (when set), entity, gates, scores."""
+    d: dict[str, Any] = {} if f.name is None else {"name": f.name}
+    d["entity"] = f.entity.to_dict()
+    d["hard_gates"] = [g.to_dict() for g in f.hard_gates]
+    d["soft_scores"] = [c.to_dict() for c in f.soft_scores]
+    return d
 
 
 @dataclass(frozen=True)
@@ -299,12 +303,7 @@ class Absence:
         return self.name or f"absent {n + 1}"
 
     def to_dict(self) -> dict:
-        d: dict[str, Any] = {}
-        if self.name is not None:
-            d["name"] = self.name
-        d["entity"] = self.entity.to_dict()
-        d["hard_gates"] = [g.to_dict() for g in self.hard_gates]
-        d["soft_scores"] = [c.to_dict() for c in self.soft_scores]
+        d = _fragment_dict(self)
         d.update({"step": self.step, "before_seconds": self.before_s, "after_seconds": self.after_s})
         return d
 
