@@ -5,10 +5,13 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+import json  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from PySide6.QtCore import Qt  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
 
 BENCH = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "bench-dev"
 SHOTS = Path(__file__).resolve().parent / "screenshots"
@@ -302,3 +305,60 @@ def click_menu_action(qtbot, menu, text):
             qtbot.mouseClick(menu, Qt.MouseButton.LeftButton, pos=menu.actionGeometry(a).center())
             return a
     raise AssertionError(f"no entry {text!r} in {[a.text() for a in menu.actions()]}")
+
+
+# ------------------------------------------------ user journeys shared by the app tests
+
+def type_query(qtbot, w, text):
+    w.query.lineEdit().setFocus()
+    qtbot.keyClick(w.query.lineEdit(), Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+    qtbot.keyClicks(w.query.lineEdit(), text)
+
+
+def press_return(qtbot, w):
+    """Return as the window system delivers it: to the completion popup when it is open (it
+    closes and passes the key on to the query bar), else to the query bar."""
+    qtbot.wait(30)                                # the completion popup settles (shown, active)
+    qtbot.keyClick(QApplication.activePopupWidget() or w.query.lineEdit(), Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: not w.query.completer().popup().isVisible(), timeout=2000)
+    qtbot.wait(30)
+    if QApplication.activeWindow() is not w:      # the offscreen platform leaves the closed popup
+        activate(qtbot, w)                        # active, where a window manager would not
+
+
+def run_search(qtbot, w, text="a car cuts in from the right", timeout=60000):
+    type_query(qtbot, w, text)
+    with qtbot.waitSignal(w.search_finished, timeout=timeout) as b:
+        press_return(qtbot, w)
+    assert not w.query.completer().popup().isVisible()
+    return b.args[0]
+
+
+def click_row(qtbot, w, row, modifier=Qt.KeyboardModifier.NoModifier):
+    w.table.scrollTo(w.model.index(row, 1))
+    rect = w.table.visualRect(w.model.index(row, 1))
+    qtbot.mouseClick(w.table.viewport(), Qt.MouseButton.LeftButton, modifier, rect.center())
+
+
+def type_rule(qtbot, w, rule):
+    """Select the rule text and type a new one (compact JSON, one line) like a user would."""
+    w.tabs.setCurrentWidget(w.rule_editor)
+    ed = w.rule_editor.text
+    ed.setFocus()
+    qtbot.keyClick(ed, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+    qtbot.keyClicks(ed, json.dumps(rule, separators=(",", ":")))
+
+
+def rerank(qtbot, w, rule):
+    type_rule(qtbot, w, rule)
+    qtbot.waitUntil(lambda: w.rule_editor.apply_button.isEnabled(), timeout=3000)
+    with qtbot.waitSignal(w.search_finished, timeout=30000) as b:
+        qtbot.mouseClick(w.rule_editor.apply_button, Qt.MouseButton.LeftButton)
+    return b.args[0]
+
+
+def inspect_video(qtbot, w, video_id):
+    w.tabs.setCurrentIndex(0)                                     # the Inspect tab
+    with qtbot.waitSignal(w.inspect_finished, timeout=20000):
+        click_row(qtbot, w, w.model.row_of(video_id))
+    qtbot.waitUntil(lambda: w.player.canvas.image is not None, timeout=5000)

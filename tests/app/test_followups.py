@@ -8,8 +8,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
-from tests.app.conftest import CUTIN_RULE, answer_dialogs, click_button, clip_records, shot
-from tests.app.test_review import _click_row, _inspect, _rerank, _search
+from tests.app.conftest import CUTIN_RULE, answer_dialogs, click_button, click_row, clip_records, inspect_video, rerank, run_search, shot
 
 # gate 1 is met by the car that cuts in (the scoring track), gate 2 only by the far car (#2, 40 m)
 FAR_GATE = dict(CUTIN_RULE, hard_gates=CUTIN_RULE["hard_gates"] + [
@@ -19,7 +18,7 @@ FAR_GATE = dict(CUTIN_RULE, hard_gates=CUTIN_RULE["hard_gates"] + [
 def test_results_table_shows_relevance_and_each_sources_evidence(qtbot, window, library_copy):
     w = window
     w.open_library(str(library_copy))
-    resp = _search(qtbot, w)
+    resp = run_search(qtbot, w)
     m = w.model
     d = lambda r, c: m.data(m.index(r, c))  # noqa: E731
     tip = lambda r, c: m.data(m.index(r, c), Qt.ItemDataRole.ToolTipRole)  # noqa: E731
@@ -54,9 +53,9 @@ def test_results_table_shows_relevance_and_each_sources_evidence(qtbot, window, 
 def test_inspect_shows_gate_witnesses_and_a_click_selects_the_track(qtbot, window, library_copy):
     w = window
     w.open_library(str(library_copy))
-    _search(qtbot, w)
-    _rerank(qtbot, w, FAR_GATE)
-    _inspect(qtbot, w, "gen_cutin_a")
+    run_search(qtbot, w)
+    rerank(qtbot, w, FAR_GATE)
+    inspect_video(qtbot, w, "gen_cutin_a")
     gl = w.gates_list
     qtbot.waitUntil(gl.isVisible, timeout=3000)
     assert gl.count() == 2
@@ -172,10 +171,10 @@ def test_library_menu_finds_missing_relinks_and_removes_videos(qtbot, window, fo
     assert texts[-1] == f"{root / 'B'} → {root / 'C'}: 3 videos relinked."
     assert all(p.startswith(str(root / "C")) for p in paths().values())
     # 3. remove the selected result's video: asked first; Cancel keeps it, Remove removes it
-    _search(qtbot, w)
+    run_search(qtbot, w)
     row = w.model.rowCount() - 1
     vid = w.model.hit(row).video_id
-    _click_row(qtbot, w, row)
+    click_row(qtbot, w, row)
     assert w.selected_rows() == [row], (row, w.selected_rows(), w.model.rowCount())
     n_before = w.model.rowCount()
     met = answer_dialogs(qtbot, lambda d: click_button(qtbot, d, "Cancel"))

@@ -7,7 +7,7 @@ import stat
 import pytest
 from PySide6.QtCore import Qt
 
-from tests.app.conftest import CUTIN_RULE, click_plot, drag_playhead, make_clip, shot
+from tests.app.conftest import CUTIN_RULE, click_plot, click_row, drag_playhead, make_clip, shot
 
 QUERY = "a car cuts in from the right"
 
@@ -19,12 +19,6 @@ def _search(qtbot, w, text=QUERY):
     with qtbot.waitSignal(w.search_finished, timeout=60000) as b:
         qtbot.keyClick(w.query.lineEdit(), Qt.Key.Key_Return)
     return b.args[0]
-
-
-def _click_row(qtbot, w, row, modifier=Qt.KeyboardModifier.NoModifier):
-    w.table.scrollTo(w.model.index(row, 1))
-    rect = w.table.visualRect(w.model.index(row, 1))
-    qtbot.mouseClick(w.table.viewport(), Qt.MouseButton.LeftButton, modifier, rect.center())
 
 
 def _rerank(qtbot, w, rule):
@@ -86,7 +80,7 @@ def test_j3_j5_j6_inspect_rule_marks(qtbot, window, library_copy, monkeypatch):
     row = w.model.row_of("gen_cutin_a")
     hit = w.model.hit(row)
     with qtbot.waitSignal(w.inspect_finished, timeout=20000):
-        _click_row(qtbot, w, row)
+        click_row(qtbot, w, row)
     qtbot.waitUntil(lambda: w.player.canvas.image is not None, timeout=5000)
     assert w.player.frame_idx == w.player.frame_at(hit.span_s[0])
     assert "soft score" in w.timeline.row_names and w.player.canvas.boxes
@@ -121,7 +115,7 @@ def test_j3_j5_j6_inspect_rule_marks(qtbot, window, library_copy, monkeypatch):
 
     # 6: marks are stored in the library
     qtbot.keyClick(w.table, Qt.Key.Key_R)
-    _click_row(qtbot, w, w.model.row_of("gen_plain"))
+    click_row(qtbot, w, w.model.row_of("gen_plain"))
     qtbot.keyClick(w.table, Qt.Key.Key_N)
     marks = {r["video_id"]: r["relevant"] for r in w.library.db["marks"].rows}
     assert marks == {"gen_cutin_a": 1, "gen_plain": 0}
@@ -134,8 +128,8 @@ def test_j4_compare_synced(qtbot, window, library_copy):
     _search(qtbot, w)
     _rerank(qtbot, w, CUTIN_RULE)
     ra, rb = w.model.row_of("gen_cutin_a"), w.model.row_of("gen_cutin_b")
-    _click_row(qtbot, w, ra)
-    _click_row(qtbot, w, rb, Qt.KeyboardModifier.ControlModifier)
+    click_row(qtbot, w, ra)
+    click_row(qtbot, w, rb, Qt.KeyboardModifier.ControlModifier)
     assert len(w.selected_rows()) == 2
     qtbot.keyClick(w.table, Qt.Key.Key_K, Qt.KeyboardModifier.ControlModifier)
     cv = w.compare
@@ -165,8 +159,8 @@ def test_j7_export_and_bad_folder(qtbot, window, library_copy, tmp_path):
     w.open_library(str(library_copy))
     _search(qtbot, w)
     _rerank(qtbot, w, CUTIN_RULE)
-    _click_row(qtbot, w, w.model.row_of("gen_cutin_a"))
-    _click_row(qtbot, w, w.model.row_of("gen_cutin_b"), Qt.KeyboardModifier.ControlModifier)
+    click_row(qtbot, w, w.model.row_of("gen_cutin_a"))
+    click_row(qtbot, w, w.model.row_of("gen_cutin_b"), Qt.KeyboardModifier.ControlModifier)
     qtbot.keyClick(w.table, Qt.Key.Key_E, Qt.KeyboardModifier.ControlModifier)
     dlg = w.export_dialog
     ro = tmp_path / "ro"
@@ -276,7 +270,7 @@ def test_deleted_video_and_llm_down_search(qtbot, window, library_copy, clips_di
     assert resp.hits
     row = w.model.row_of("gen_plain")
     with qtbot.waitSignal(w.inspect_finished, timeout=20000):
-        _click_row(qtbot, w, row)
+        click_row(qtbot, w, row)
     assert "missing" in w.player.canvas.message
     shot(w, "bad_deleted_video")
 

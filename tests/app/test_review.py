@@ -11,76 +11,22 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QApplication
 
 from tests.app.conftest import (CUTIN_RULE, activate, answer_dialogs, click_button, click_menu_action,
-                                click_plot, clip_records, make_clip, plot_pos, right_click, shot,
-                                type_into_input_dialog)
+                                click_plot, click_row, clip_records, inspect_video, make_clip, plot_pos,
+                                press_return, rerank, right_click, run_search, shot, type_into_input_dialog,
+                                type_query)
 
 QUERY = "a car cuts in from the right"
 TWO_GATES = dict(CUTIN_RULE, hard_gates=CUTIN_RULE["hard_gates"] + [
     {"field": "distance", "op": "lt", "value": 30.0}])
 
 
-def _type_query(qtbot, w, text):
-    w.query.lineEdit().setFocus()
-    qtbot.keyClick(w.query.lineEdit(), Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
-    qtbot.keyClicks(w.query.lineEdit(), text)
-
-
-def _press_return(qtbot, w):
-    """Return as the window system delivers it: to the completion popup when it is open (it
-    closes and passes the key on to the query bar), else to the query bar."""
-    qtbot.wait(30)                                # the completion popup settles (shown, active)
-    qtbot.keyClick(QApplication.activePopupWidget() or w.query.lineEdit(), Qt.Key.Key_Return)
-    qtbot.waitUntil(lambda: not w.query.completer().popup().isVisible(), timeout=2000)
-    qtbot.wait(30)
-    if QApplication.activeWindow() is not w:      # the offscreen platform leaves the closed popup
-        activate(qtbot, w)                        # active, where a window manager would not
-
-
-def _search(qtbot, w, text=QUERY, timeout=60000):
-    _type_query(qtbot, w, text)
-    with qtbot.waitSignal(w.search_finished, timeout=timeout) as b:
-        _press_return(qtbot, w)
-    assert not w.query.completer().popup().isVisible()
-    return b.args[0]
-
-
-def _click_row(qtbot, w, row, modifier=Qt.KeyboardModifier.NoModifier):
-    w.table.scrollTo(w.model.index(row, 1))
-    rect = w.table.visualRect(w.model.index(row, 1))
-    qtbot.mouseClick(w.table.viewport(), Qt.MouseButton.LeftButton, modifier, rect.center())
-
-
-def _type_rule(qtbot, w, rule):
-    """Select the rule text and type a new one (compact JSON, one line) like a user would."""
-    w.tabs.setCurrentWidget(w.rule_editor)
-    ed = w.rule_editor.text
-    ed.setFocus()
-    qtbot.keyClick(ed, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
-    qtbot.keyClicks(ed, json.dumps(rule, separators=(",", ":")))
-
-
-def _rerank(qtbot, w, rule):
-    _type_rule(qtbot, w, rule)
-    qtbot.waitUntil(lambda: w.rule_editor.apply_button.isEnabled(), timeout=3000)
-    with qtbot.waitSignal(w.search_finished, timeout=30000) as b:
-        qtbot.mouseClick(w.rule_editor.apply_button, Qt.MouseButton.LeftButton)
-    return b.args[0]
-
-
-def _inspect(qtbot, w, video_id):
-    w.tabs.setCurrentIndex(0)                                     # the Inspect tab
-    with qtbot.waitSignal(w.inspect_finished, timeout=20000):
-        _click_row(qtbot, w, w.model.row_of(video_id))
-    qtbot.waitUntil(lambda: w.player.canvas.image is not None, timeout=5000)
-
-
 # --------------------------------------------------------------------- timeline and seek bar
 def test_timeline_clicks_select_tracks_and_seek_and_read_values(qtbot, window, library_copy):
     w = window
     w.open_library(str(library_copy))
-    _search(qtbot, w)
-    _rerank(qtbot, w, TWO_GATES)
-    _inspect(qtbot, w, "gen_cutin_a")
+    run_search(qtbot, w)
+    rerank(qtbot, w, TWO_GATES)
+    inspect_video(qtbot, w, "gen_cutin_a")
     tl = w.timeline
     qtbot.wait(50)
     exp = tl.explanation
@@ -124,9 +70,9 @@ def test_timeline_clicks_select_tracks_and_seek_and_read_values(qtbot, window, l
 def test_seek_bar_shows_event_intervals_and_jumps(qtbot, window, library_copy):
     w = window
     w.open_library(str(library_copy))
-    _search(qtbot, w)
-    _rerank(qtbot, w, CUTIN_RULE)
-    _inspect(qtbot, w, "gen_cutin_a")
+    run_search(qtbot, w)
+    rerank(qtbot, w, CUTIN_RULE)
+    inspect_video(qtbot, w, "gen_cutin_a")
     bar = w.player.slider
     assert bar.intervals, "the event intervals are drawn on the seek bar"
     assert any(a <= w.player.span_frames[0] <= b for a, b in bar.intervals)
@@ -159,7 +105,7 @@ def rules_only_library(tmp_path, clips_dir):
 def test_one_source_shows_its_own_score_and_no_cli_advice(qtbot, window, rules_only_library):
     w = window
     w.open_library(str(rules_only_library))
-    resp = _search(qtbot, w)
+    resp = run_search(qtbot, w)
     assert resp.sources_used == ["rule"] and resp.hits
     m = w.model
     top = resp.hits[0]
@@ -215,8 +161,8 @@ def test_search_during_first_indexing_has_progress_cancel_and_no_stale_notice(
     w.start_indexing(str(videos))
     started = threading.Event()
     real = _slow_search(monkeypatch, started)
-    _type_query(qtbot, w, QUERY)
-    _press_return(qtbot, w)
+    type_query(qtbot, w, QUERY)
+    press_return(qtbot, w)
     qtbot.waitUntil(started.is_set, timeout=10000)
     qtbot.waitUntil(lambda: w.search_progress.isVisible() and w.search_cancel.isVisible(),
                     timeout=3000)
@@ -235,7 +181,7 @@ def test_search_during_first_indexing_has_progress_cancel_and_no_stale_notice(
     monkeypatch.setattr(engine, "search", real)
     qtbot.waitUntil(lambda: not w.jobs.active, timeout=10000)
     with qtbot.waitSignal(w.search_finished, timeout=60000):
-        _press_return(qtbot, w)
+        press_return(qtbot, w)
     assert not w.search_progress.isVisible()
     qtbot.waitUntil(lambda: w.index_worker.is_done, timeout=180000)
     qtbot.wait(100)
@@ -293,10 +239,10 @@ def test_index_panel_counts_rows_and_cancel_button(qtbot, window, tmp_path):
 def test_rule_reset_after_rerank_brings_back_rule_ranking_and_undo(qtbot, window, library_copy):
     w = window
     w.open_library(str(library_copy))
-    first = _search(qtbot, w)
+    first = run_search(qtbot, w)
     original_text = w.rule_editor.text.toPlainText()
     assert first.rule and original_text
-    re_ = _rerank(qtbot, w, CUTIN_RULE)
+    re_ = rerank(qtbot, w, CUTIN_RULE)
     assert re_.match["mode"] == "user"
     edited = w.rule_editor.text.toPlainText()
     assert json.loads(edited) == json.loads(json.dumps(CUTIN_RULE)) or \
@@ -323,12 +269,12 @@ def _saved_query(w, name):
 def test_saving_under_an_existing_name_asks_first(qtbot, window, library_copy):
     w = window
     w.open_library(str(library_copy))
-    _search(qtbot, w)
+    run_search(qtbot, w)
     answer_dialogs(qtbot, lambda d: type_into_input_dialog(qtbot, d, "cut-ins"))
     qtbot.keyClick(w.table, Qt.Key.Key_S, Qt.KeyboardModifier.ControlModifier)
     assert _saved_query(w, "cut-ins") == QUERY
     activate(qtbot, w)
-    _search(qtbot, w, "we brake hard behind a truck")
+    run_search(qtbot, w, "we brake hard behind a truck")
     # same name: the user is asked, keeps the old one
     met = answer_dialogs(qtbot, lambda d: type_into_input_dialog(qtbot, d, "cut-ins"),
                          lambda d: click_button(qtbot, d, "Keep the old one"))
@@ -371,7 +317,7 @@ def test_settings_test_connection_message_is_whole(qtbot, app_settings, tmp_path
 def test_after_a_search_space_and_arrows_drive_the_player(qtbot, window, rules_only_library):
     w = window
     w.open_library(str(rules_only_library))
-    _search(qtbot, w)
+    run_search(qtbot, w)
     qtbot.waitUntil(lambda: w.player.canvas.image is not None, timeout=5000)
     fw = QApplication.focusWidget()
     assert fw is w.player
@@ -414,8 +360,8 @@ def test_closing_does_not_wait_for_a_stuck_search(qtbot, app_settings, library_c
     w.open_library(str(library_copy))
     started = threading.Event()
     _slow_search(monkeypatch, started, hold_s=4.0, honour_cancel=False)   # a model load
-    _type_query(qtbot, w, QUERY)
-    _press_return(qtbot, w)
+    type_query(qtbot, w, QUERY)
+    press_return(qtbot, w)
     qtbot.waitUntil(started.is_set, timeout=10000)
     t0 = time.perf_counter()
     w.close()
@@ -443,9 +389,9 @@ def test_the_search_worker_has_its_own_connection(qtbot, window, library_copy, m
     monkeypatch.setattr(engine, "explain", explain)
     w = window
     w.open_library(str(library_copy))
-    _search(qtbot, w)
+    run_search(qtbot, w)
     qtbot.waitUntil(lambda: any(s[0] == "explain" for s in seen), timeout=20000)
-    _search(qtbot, w, "we brake hard behind a truck")
+    run_search(qtbot, w, "we brake hard behind a truck")
     main = threading.get_ident()
     libs = {id(lib) for _k, _t, lib in seen}
     assert all(t != main for _k, t, _l in seen)
@@ -466,7 +412,7 @@ def test_menu_bar_shortcuts_context_menu_marks_and_window_state(qtbot, app_setti
     titles = [a.text().replace("&", "") for a in w.menuBar().actions()]
     assert titles == ["File", "Library", "Edit", "View", "Search", "Help"]
     w.open_library(str(library_copy))
-    _search(qtbot, w)
+    run_search(qtbot, w)
     # keyboard: Ctrl+Down / Ctrl+Up walk the results; Ctrl+F goes back to the query
     r0 = w.table.currentIndex().row()
     qtbot.keyClick(QApplication.focusWidget(), Qt.Key.Key_Down, Qt.KeyboardModifier.ControlModifier)
@@ -555,10 +501,10 @@ def test_menu_bar_shortcuts_context_menu_marks_and_window_state(qtbot, app_setti
 def test_compare_has_a_synced_signal_plot_under_each_player(qtbot, window, library_copy):
     w = window
     w.open_library(str(library_copy))
-    _search(qtbot, w)
-    _rerank(qtbot, w, CUTIN_RULE)
-    _click_row(qtbot, w, w.model.row_of("gen_cutin_a"))
-    _click_row(qtbot, w, w.model.row_of("gen_cutin_b"), Qt.KeyboardModifier.ControlModifier)
+    run_search(qtbot, w)
+    rerank(qtbot, w, CUTIN_RULE)
+    click_row(qtbot, w, w.model.row_of("gen_cutin_a"))
+    click_row(qtbot, w, w.model.row_of("gen_cutin_b"), Qt.KeyboardModifier.ControlModifier)
     qtbot.keyClick(w.table, Qt.Key.Key_K, Qt.KeyboardModifier.ControlModifier)
     cv = w.compare
     qtbot.waitUntil(lambda: len(cv.slots) == 2, timeout=20000)

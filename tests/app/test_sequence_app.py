@@ -5,8 +5,7 @@ band, selects the track that realised it and goes to its span. Driven by real cl
 import pytest
 from PySide6.QtCore import Qt
 
-from tests.app.conftest import BENCH, click_plot, shot
-from tests.app.test_review import _click_row, _inspect, _rerank, _search
+from tests.app.conftest import BENCH, click_plot, click_row, inspect_video, rerank, run_search, shot
 
 # step 1: a car cuts in (track 1 of the generated clips); step 2, 0-4 s later: a car far ahead
 # (only track 2, at 40 m); and no pedestrian within 20 m around step 2
@@ -27,7 +26,7 @@ CUT_IN_THEN_FAR = {
 
 def _wait_inspected(qtbot, w, row):
     with qtbot.waitSignal(w.inspect_finished, timeout=20000):
-        _click_row(qtbot, w, row)
+        click_row(qtbot, w, row)
 
 
 def _band_point(tl, lane):
@@ -45,7 +44,7 @@ def test_real_sequence_search_shows_each_steps_track_and_span(qtbot, window, lib
     hit's steps (the lead car, then the ego) are listed and drawn; clicks select and seek."""
     w = window
     w.open_library(str(library_copy))
-    resp = _search(qtbot, w, "the car ahead brakes and then we brake")
+    resp = run_search(qtbot, w, "the car ahead brakes and then we brake")
     assert resp.match["event"] == "lead_brake_then_ego_brake"
     assert resp.rule.get("sequence")
     hit = next(h for h in resp.hits if h.steps and any(s["track"] >= 0 for s in h.steps))
@@ -90,12 +89,12 @@ def test_user_sequence_rule_step_click_selects_its_track_and_seeks(qtbot, window
     the far car (#2), a clear negation; clicks on a step move the player to its span."""
     w = window
     w.open_library(str(library_copy))
-    _search(qtbot, w, "a car cuts in from the right")
-    resp = _rerank(qtbot, w, CUT_IN_THEN_FAR)
+    run_search(qtbot, w, "a car cuts in from the right")
+    resp = rerank(qtbot, w, CUT_IN_THEN_FAR)
     hit = next(h for h in resp.hits if h.video_id == "gen_cutin_a")
     assert [s["track"] for s in hit.steps] == [1, 2]
     assert hit.absent and hit.absent[0]["track"] is None and hit.absent[0]["factor"] == 1.0
-    _inspect(qtbot, w, "gen_cutin_a")
+    inspect_video(qtbot, w, "gen_cutin_a")
     sl, tl = w.steps_list, w.timeline
     qtbot.waitUntil(sl.isVisible, timeout=3000)
     assert sl.count() == 3
@@ -118,7 +117,7 @@ def test_user_sequence_rule_step_click_selects_its_track_and_seeks(qtbot, window
     qtbot.waitUntil(lambda: abs(w.player.frame_idx - round(cut["span_s"][0] * 20)) <= 1, timeout=5000)
     shot(w, "sequence_user_rule")
     # a single-pattern rule afterwards: no steps list, no steps row
-    _rerank(qtbot, w, {k: v for k, v in CUT_IN_THEN_FAR["sequence"][0].items() if k != "name"})
-    _inspect(qtbot, w, "gen_cutin_a")
+    rerank(qtbot, w, {k: v for k, v in CUT_IN_THEN_FAR["sequence"][0].items() if k != "name"})
+    inspect_video(qtbot, w, "gen_cutin_a")
     assert not sl.isVisible() and "steps" not in tl.row_names
     assert all(not b.isVisible() for r in tl.rows for b in r.bands)

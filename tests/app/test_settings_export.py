@@ -9,8 +9,7 @@ import json
 import pytest
 from PySide6.QtCore import QSettings, Qt
 
-from tests.app.conftest import CUTIN_RULE, activate, click_button, shot
-from tests.app.test_review import _click_row, _rerank, _search
+from tests.app.conftest import CUTIN_RULE, activate, click_button, click_row, rerank, run_search, shot
 
 MARK_GATE = {"field": "distance", "op": "lt", "value": 77.5}    # only our library's rule has it
 
@@ -30,7 +29,7 @@ def test_rule_library_chosen_in_settings_is_used_by_searches(qtbot, window, libr
     w = window
     w.open_library(str(library_copy))
     assert w.rules_label.text() == "rules: shipped"
-    resp0 = _search(qtbot, w)
+    resp0 = run_search(qtbot, w)
     ev = resp0.match["event"]
     assert MARK_GATE not in (resp0.rule.get("hard_gates") or [])
     # a calibrated library as `strived calibrate` writes it, with one rule changed recognisably
@@ -67,13 +66,13 @@ def test_rule_library_chosen_in_settings_is_used_by_searches(qtbot, window, libr
     assert w.rules_label.text() == f"rules: custom_rules.json ({lib.version})"
     # 3. the search uses it: the same event, our rule
     activate(qtbot, w)
-    resp = _search(qtbot, w)
+    resp = run_search(qtbot, w)
     assert resp.match["event"] == ev and MARK_GATE in resp.rule["hard_gates"]
     assert w.response.rule_for(resp.hits[0].video_id) == resp.rule
     shot(w, "settings_rule_library_search")
     # 4. the file goes bad later: the search says so and uses the shipped rules
     good.write_text("[]", encoding="utf-8")
-    resp = _search(qtbot, w)
+    resp = run_search(qtbot, w)
     assert MARK_GATE not in (resp.rule.get("hard_gates") or [])
     assert "chosen rule library cannot be used" in w.notice.text()
     # 5. back to the shipped rules
@@ -84,7 +83,7 @@ def test_rule_library_chosen_in_settings_is_used_by_searches(qtbot, window, libr
     click_button(qtbot, dlg, "OK")
     assert app_settings.rule_library_path == "" and w.rules_label.text() == "rules: shipped"
     activate(qtbot, w)
-    resp = _search(qtbot, w)
+    resp = run_search(qtbot, w)
     assert resp.rule == resp0.rule
 
 
@@ -109,8 +108,8 @@ def test_export_marked_results_with_lead_in_out_and_the_exported_mark(qtbot, win
 
     w = window
     w.open_library(str(library_copy))
-    _search(qtbot, w)
-    _rerank(qtbot, w, CUTIN_RULE)
+    run_search(qtbot, w)
+    rerank(qtbot, w, CUTIN_RULE)
     m = w.model
     exp_cell = lambda vid: m.data(m.index(m.row_of(vid), m.C_EXPORTED))  # noqa: E731
     assert m.headerData(m.C_EXPORTED, Qt.Orientation.Horizontal) == "Exp."
@@ -120,7 +119,7 @@ def test_export_marked_results_with_lead_in_out_and_the_exported_mark(qtbot, win
     # mark two clips relevant and one not relevant, by clicks and keys
     for vid, key in (("gen_cutin_a", Qt.Key.Key_R), ("gen_cutin_b", Qt.Key.Key_R),
                      ("gen_plain", Qt.Key.Key_N)):
-        _click_row(qtbot, w, m.row_of(vid))
+        click_row(qtbot, w, m.row_of(vid))
         qtbot.keyClick(w.table, key)
     assert all(exp_cell(v) == "" for v in ("gen_cutin_a", "gen_cutin_b", "gen_plain"))
     qtbot.keyClick(w.table, Qt.Key.Key_E, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
@@ -166,10 +165,10 @@ def test_export_marked_results_with_lead_in_out_and_the_exported_mark(qtbot, win
     shot(w, "export_marked_results_table")
     # kept in the library: still marked after the library is opened again
     w.open_library(str(library_copy))
-    _search(qtbot, w)
+    run_search(qtbot, w)
     assert exp_cell("gen_cutin_a") == "✓" and ops.exports(w.library)["gen_cutin_a"][-1]["clip"] == clip_a
     # a second export of one result (the dialog remembers lead-in/out): "✓ 2×"
-    _click_row(qtbot, w, m.row_of("gen_cutin_a"))
+    click_row(qtbot, w, m.row_of("gen_cutin_a"))
     qtbot.keyClick(w.table, Qt.Key.Key_E, Qt.KeyboardModifier.ControlModifier)
     dlg = w.export_dialog
     qtbot.waitExposed(dlg)
