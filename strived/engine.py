@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 from .errors import SourceUnavailable, StrivedError
 from .jobs import CancelFn, ProgressFn, check_cancel, report
+from .query import ParsedQuery, parse_query
 from .retrieval.fusion import RRF_K, weighted_rrf
 from .rules import Rule, RuleScorer, parse_rule
 
@@ -98,7 +99,7 @@ def scorer_for(library) -> RuleScorer:
     return cached[1]
 
 
-def resolve_query_rule(query: str, *, library=None, llm=None, event: str | None = None,
+def resolve_query_rule(query: "str | ParsedQuery", *, library=None, llm=None, event: str | None = None,
                        rule_library=None, available_fields: set[str] | None = None) -> tuple[Rule, dict]:
     """Rule for a query: the calibrated library's matcher/adapter when present, else the
     hand-written rule of ``event``. Returns (rule, match info)."""
@@ -140,7 +141,7 @@ def available_fields(library, profile: str | None = None, videos=None) -> set[st
     return out
 
 
-def resolve_profile_rules(query: str, *, library, llm=None) -> tuple[dict[str, Rule], dict]:
+def resolve_profile_rules(query: "str | ParsedQuery", *, library, llm=None) -> tuple[dict[str, Rule], dict]:
     """The query's rule for each calibration profile present in ``library`` (videos perceived by
     our pipeline use the ``video`` profile, imported track records the ``tracks`` profile).
     Returns ({profile: rule}, match info of the main profile, with every profile's match)."""
@@ -240,7 +241,7 @@ def _bm25(library, query: str, top_k: int | None):
     return bm25_ranking(library, query, top_k=top_k)
 
 
-def route_weights(query: str, llm=None, library=None, mode: str = "auto") -> tuple[dict[str, float], str, str | None]:
+def route_weights(query: "str | ParsedQuery", llm=None, library=None, mode: str = "auto") -> tuple[dict[str, float], str, str | None]:
     """(weights, router source, notice). Equal weights when no router module is present."""
     from .retrieval.router import route
 
@@ -342,8 +343,11 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
     ``rule`` (a Rule or rule JSON) overrides rule resolution; ``event`` uses the hand-written rule
     of a benchmark event key; ``weights`` overrides the router ({"rule", "dense", "bm25"});
     ``sources`` restricts the sources (one source = that source's own ranking, no fusion).
+    The query is parsed once (`strived.query.parse_query`); the matcher, adapter and router read
+    that value, the dense and BM25 sources the text.
     """
     t_all = time.perf_counter()
+    parsed = parse_query(query)
     timings: dict[str, float] = {}
     notices: list[str] = []
     rankings: dict[str, list[str]] = {}
@@ -369,10 +373,10 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
                 match = {"event": rule_obj.event, "confidence": None, "mode": "user", "source": "user",
                          "notices": [f"rule {p or '/'}: {m}" for p, m in rule_obj.warnings]}
             elif rule_hits is None and (event or rule_library is not None):
-                rule_obj, match = resolve_query_rule(query, library=library, llm=llm, event=event,
+                rule_obj, match = resolve_query_rule(parsed, library=library, llm=llm, event=event,
                                                      rule_library=rule_library)
             elif rule_hits is None:
-                profile_rules, match = resolve_profile_rules(query, library=library, llm=llm)
+                profile_rules, match = resolve_profile_rules(parsed, library=library, llm=llm)
                 rule_obj = profile_rules[match["profile"]]
                 if len({json_key(r) for r in profile_rules.values()}) > 1:
                     rules_by_profile = {p: r.to_dict() for p, r in profile_rules.items()}
@@ -435,7 +439,7 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
     t0 = time.perf_counter()
     if weights is None:
         if len(used) > 1:
-            weights, rsrc, note = route_weights(query, llm=llm, library=library, mode=router)
+            weights, rsrc, note = route_weights(parsed, llm=llm, library=library, mode=router)
             match["router"] = rsrc
             if note:
                 notices.append(note)

@@ -12,8 +12,9 @@ Both routers apply the paper's three facts about a dashcam (appendix "Fusion Rou
 3. Summaries rarely contain event names, so BM25 gets a small supplementary weight only for
    surface words (a colour, a make or model, a place, weather or time of day, a rare class).
 
-The offline router implements these facts with word lists (deterministic, documented in
-docs/retrieval.md); the LLM router asks the configured model to reason the same way and returns
+The offline router implements these facts from the parsed query (`strived.query.ParsedQuery`:
+who acts, whether and where a motion ends, surface words; the word lists are the one query
+vocabulary, `strived.query.vocabulary`; deterministic, documented in docs/retrieval.md); the LLM router asks the configured model to reason the same way and returns
 validated weights, falling back to the offline router with a visible notice when the LLM is
 unavailable or answers out of range.
 
@@ -23,50 +24,13 @@ motion queries the rule path gets a secondary weight instead of none.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from ..llm import DATA_NOTICE, LLMError, quote_data
+from ..query import ParsedQuery, as_parsed, query_text
 
 SOURCES = ("rule", "dense", "bm25")
 PROMPT_VERSION = "router/1"
-
-COLOURS = set("red blue green yellow white black grey gray silver orange brown purple pink "
-              "beige gold golden dark-coloured light-coloured".split())
-MAKES = set("toyota honda bmw audi mercedes benz volkswagen vw ford tesla nissan hyundai kia "
-            "volvo jeep chevrolet chevy subaru mazda porsche fiat renault peugeot skoda lexus "
-            "dodge ram gmc mini suzuki mitsubishi citroen opel seat prius civic corolla golf "
-            "f-150 model camry jaguar landrover land rover ferrari lamborghini harley vespa "
-            "taxi cab ambulance police firetruck fire-truck school".split())
-WEATHER_TIME = set("rain rainy raining snow snowy snowing fog foggy mist night nighttime dark "
-                   "dusk dawn sunset sunrise sunny wet storm hail glare evening morning tunnel "
-                   "daytime".split())
-PLACES = set("highway motorway freeway expressway city downtown urban rural village bridge "
-             "roundabout parking garage toll gas station school mountain desert country "
-             "countryside street avenue boulevard".split())
-RARE_CLASSES = set("truck lorry bus motorcycle motorbike scooter moped bicycle bike cyclist "
-                   "pedestrian pedestrians person people child dog animal trailer tram train "
-                   "barrier cone cones".split())
-
-_EGO = re.compile(r"\b(ego|we|i|i'm|my car|our car|our vehicle|the car i'm in|own car)\b")
-_OTHER = re.compile(r"\b(car|cars|vehicle|vehicles|truck|lorry|bus|pedestrian|pedestrians|person|"
-                    r"people|cyclist|bicycle|bike|motorbike|motorcycle|scooter|someone|somebody|"
-                    r"driver|van|suv|taxi|object|road user|child|dog|animal)\b")
-_EGO_NOUNS = re.compile(r"\b(ego|our|my|own)\s+(car|vehicle)\b|\bthe car i'm in\b")
-_MOTION = re.compile(r"\b(turn\w*|u-turn|brak\w*|stop\w*|slow\w*|accelerat\w*|speed\w*|revers\w*|"
-                     r"swerv\w*|merg\w*|chang\w* lanes?|lane chang\w*|overtak\w*|pass\w*|cut\w*|"
-                     r"cross\w*|approach\w*|pull\w*|drift\w*|collid\w*|hit\w*|crash\w*|rear-end\w*|"
-                     r"standing still|stationary|waiting|park\w*|moves?|moving|rid\w*|walk\w*|"
-                     r"enter\w*|leav\w*|exit\w*|veer\w*|chang\w*|overtaken|drives? off)\b")
-_CENTRAL = re.compile(r"\b(cut\w* in|cut\w* into|in front|ahead|approach\w*|cross\w*|across|"
-                      r"brak\w*|pull\w* (in|out)|rear-end\w*|collid\w*|hit\w*|crash\w*|into our lane|"
-                      r"toward\w*|stops? in front|oncoming)\b")
-# Verbs whose motion *ends* in the middle of the view, whatever else the query says.
-_CENTRAL_END = re.compile(r"\b(cut\w* in|cut\w* into|into our lane|cross\w*|across|rear-end\w*|"
-                          r"collid\w*|hit\w*|crash\w*|pull\w* in)\b")
-_OFFCENTRE = re.compile(r"\b(cut\w* out|out of (our|the|my) lane|leav\w* (our|the) lane|overtak\w*|"
-                        r"chang\w* out|pass\w*|alongside|beside|next to|on (the|its|our) (left|right)|"
-                        r"adjacent|parallel|lane chang\w*|chang\w* lanes?)\b")
 
 
 @dataclass
@@ -81,40 +45,23 @@ class RouterResult:
     details: dict = field(default_factory=dict)
 
 
-def _words(q: str) -> list[str]:
-    return re.findall(r"[a-z0-9][a-z0-9'\-]*", q.lower())
-
-
-def surface_tokens(query: str) -> dict[str, list[str]]:
-    """Query words likely to appear literally in summary text, grouped by kind."""
-    words = _words(query)
-    out = {
-        "colour": [w for w in words if w in COLOURS],
-        "make_model": [w for w in words if w in MAKES],
-        "weather_time": [w for w in words if w in WEATHER_TIME],
-        "place": [w for w in words if w in PLACES],
-        "class": [w for w in words if w in RARE_CLASSES],
-    }
-    # Proper nouns inside the sentence (place or brand names the lists do not know).
-    raw = re.findall(r"(?<=[a-z,;] )([A-Z][a-zA-Z]{2,})", query)
-    out["proper_noun"] = [w.lower() for w in raw if w.lower() not in {"ego"}]
-    return {k: v for k, v in out.items() if v}
+def surface_tokens(query: "str | ParsedQuery") -> dict[str, list[str]]:
+    """Query words likely to appear literally in summary text, grouped by kind
+    (`ParsedQuery.surface`)."""
+    return as_parsed(query).surface_dict()
 
 
 _BM25_WEIGHT = {"make_model": 0.5, "proper_noun": 0.5, "colour": 0.4, "weather_time": 0.4,
                 "place": 0.3, "class": 0.2}
 
 
-def offline_route(query: str) -> RouterResult:
+def offline_route(query: "str | ParsedQuery") -> RouterResult:
     """Deterministic router from the three facts (module docstring)."""
-    q = " " + query.lower().strip() + " "
-    ego_m = _EGO.search(q)
-    other_q = _EGO_NOUNS.sub(" ", q)
-    other_m = _OTHER.search(other_q)
-    motion = _MOTION.search(q)
-    if ego_m and (not other_m or ego_m.start() <= other_m.start() + (len(q) - len(other_q))):
+    pq = as_parsed(query)
+    motion = pq.motion.moves
+    if pq.actor == "ego":
         subject = "ego"
-    elif other_m or motion:
+    elif pq.actor == "other" or motion:
         # A moving subject that is not ego (a noun the list does not know, e.g. a brand name).
         subject = "other"
     else:
@@ -124,9 +71,8 @@ def offline_route(query: str) -> RouterResult:
         why = "ego motion is a global pixel change the dense path sees (fact 1)"
         end = "n/a"
     elif subject == "other" and motion:
-        central, off = _CENTRAL.search(q), _OFFCENTRE.search(q)
-        strong_central = _CENTRAL_END.search(q)
-        if off and not strong_central:
+        central, off = pq.motion.central, pq.motion.off_centre
+        if off and not pq.motion.central_end:
             end, dense = "off-centre", 0.2
         elif central:
             end, dense = "central", 0.5
@@ -139,7 +85,7 @@ def offline_route(query: str) -> RouterResult:
         w = {"dense": 1.0, "rule": 0.3}
         end = "n/a"
         why = "no motion of a specific subject: a scene description, dense primary"
-    toks = surface_tokens(query)
+    toks = pq.surface_dict()
     bm25 = max((_BM25_WEIGHT[k] for k in toks), default=0.0)
     w["bm25"] = bm25
     if toks:
@@ -193,16 +139,16 @@ def _check_weights(data: dict) -> None:
         raise ValueError("at least one weight must be positive")
 
 
-def llm_route(query: str, llm, timeout_s: float | None = None) -> RouterResult:
+def llm_route(query: "str | ParsedQuery", llm, timeout_s: float | None = None) -> RouterResult:
     """Ask ``llm`` (an `LLMClient`) for the weights. Raises LLMError on any failure."""
-    data = llm.complete_json(ROUTER_SYSTEM, "Query: " + quote_data(query, 300), ROUTER_SCHEMA,
+    data = llm.complete_json(ROUTER_SYSTEM, "Query: " + quote_data(query_text(query), 300), ROUTER_SCHEMA,
                              stage="fusion_router", cache_key_parts=(PROMPT_VERSION,),
                              timeout_s=timeout_s, check=_check_weights, max_tokens=160)
     weights = {s: float(data[s]) for s in SOURCES}
     return RouterResult(weights, "llm", None, str(data.get("motion", ""))[:200])
 
 
-def fitted_route(query: str, dense_kind: str = "text") -> RouterResult | None:
+def fitted_route(query: "str | ParsedQuery", dense_kind: str = "text") -> RouterResult | None:
     """Weights from the router fitted on labelled queries (``resources/router.json``), or None when
     none ships."""
     from .router_fit import shipped_router
@@ -215,7 +161,7 @@ def fitted_route(query: str, dense_kind: str = "text") -> RouterResult | None:
                         {"kind": kind})
 
 
-def route(query: str, llm=None, timeout_s: float | None = None, dense_kind: str = "text",
+def route(query: "str | ParsedQuery", llm=None, timeout_s: float | None = None, dense_kind: str = "text",
           mode: str = "auto") -> RouterResult:
     """Weights for ``query``. ``mode``: ``auto`` = the LLM router when ``llm`` is given and works,
     else the router fitted on labelled queries when one ships, else the word-list router;

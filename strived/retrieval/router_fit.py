@@ -24,6 +24,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..query import ParsedQuery
 from .fusion import RRF_K, weighted_rrf
 from .metrics import average_precision
 
@@ -44,7 +45,7 @@ def candidate_weights() -> list[dict[str, float]]:
     return out
 
 
-def query_kind(query: str, dense_kind: str = "text") -> str:
+def query_kind(query: "str | ParsedQuery", dense_kind: str = "text") -> str:
     """The cell a query falls in: subject / end position / surface words / dense kind."""
     from .router import offline_route
 
@@ -91,7 +92,7 @@ class FittedRouter:
     default: dict[str, float]
     provenance: dict = field(default_factory=dict)
 
-    def weights(self, query: str, dense_kind: str = "text") -> tuple[dict[str, float], str]:
+    def weights(self, query: "str | ParsedQuery", dense_kind: str = "text") -> tuple[dict[str, float], str]:
         kind = query_kind(query, dense_kind)
         if kind in self.cells:
             return dict(self.cells[kind]), kind

@@ -13,18 +13,19 @@ query changes its *structure* (paper, "Adaptation at retrieval time"):
 * "highway" adds an ego speed gate; conditions (snow, "for no apparent reason") cannot be encoded
   and are reported in the notices.
 
-Every produced rule is validated with `parse_rule`.
+The query is read once (`strived.query.ParsedQuery`: its classes, side, subject and qualifiers);
+every produced rule is validated with `parse_rule`.
 """
 
 from __future__ import annotations
 
 import copy
-import re
 
+from ..query import ParsedQuery, as_parsed, parse_query
 from ..rules.model import parse_rule
 from .events import as_step, get_event
 from .lexicon import EGO_OTHER, OTHER_EGO
-from .matcher import MatchResult, qualifiers
+from .matcher import MatchResult
 
 CLOSE_GATE_M = 5.0
 EXTREME_CLOSE_GATE_M = 3.0
@@ -77,14 +78,14 @@ def _is_obj(frag: dict) -> bool:
     return (frag.get("entity") or {}).get("role", "object") == "object"
 
 
-def adapt_offline(query: str, match: MatchResult, library,
+def adapt_offline(query: "str | ParsedQuery", match: MatchResult, library,
                   available_fields: set[str] | None = None) -> tuple[dict, list[str]]:
     """(adapted rule dict, notices): `adapt_offline_from` without the exemplar."""
     rule, notices, _ = adapt_offline_from(query, match, library, available_fields)
     return rule, notices
 
 
-def adapt_offline_from(query: str, match: MatchResult, library,
+def adapt_offline_from(query: "str | ParsedQuery", match: MatchResult, library,
                        available_fields: set[str] | None = None) -> tuple[dict, list[str], str]:
     """(adapted rule dict, notices, exemplar event) for ``query`` from ``match.event``'s library
     rule (the exemplar may differ from the match: ego/other swap, a fallback, a composed query's
@@ -94,7 +95,8 @@ def adapt_offline_from(query: str, match: MatchResult, library,
     field would judge no video at all, so it is not added (and a notice says so). A composed query
     ("X then Y", "X without Y") that no library composite covers gets a sequence rule built from
     its parts' calibrated rules (`build_sequence`)."""
-    q = qualifiers(query)
+    pq = as_parsed(query)
+    q = pq.qualifiers
     notices: list[str] = []
 
     def can_gate(field: str, what: str) -> bool:
@@ -105,7 +107,7 @@ def adapt_offline_from(query: str, match: MatchResult, library,
         return False
     comp = (match.qualifiers or {}).get("composition")
     if comp and not (comp.get("composite") and comp["composite"] in library.entries):
-        built = build_sequence(query, comp, library, notices)
+        built = build_sequence(pq, comp, library, notices)
         if built is not None:
             first = next(k for k in comp.get("first_events") or [] if k in library.entries)
             return parse_rule(built).to_dict(), notices, first
@@ -114,10 +116,10 @@ def adapt_offline_from(query: str, match: MatchResult, library,
         key = "object_approach" if "object_approach" in library.entries else library.keys()[0]
         notices.append(f"no library event fits; adapted from '{key}'")
     ev = get_event(key)
-    if q["other"] and not q["ego"] and ev.subject == "ego" and EGO_OTHER.get(key) in library.entries:
+    if pq.other_vehicle_mentioned and not pq.ego_mentioned and ev.subject == "ego" and EGO_OTHER.get(key) in library.entries:
         key = EGO_OTHER[key]
         notices.append(f"the query is about another vehicle: exemplar '{key}'")
-    elif q["ego"] and not q["other"] and ev.subject == "object" and OTHER_EGO.get(key) in library.entries:
+    elif pq.ego_mentioned and not pq.other_vehicle_mentioned and ev.subject == "object" and OTHER_EGO.get(key) in library.entries:
         key = OTHER_EGO[key]
         notices.append(f"the query is about the ego: exemplar '{key}'")
     ev = get_event(key)
@@ -127,14 +129,15 @@ def adapt_offline_from(query: str, match: MatchResult, library,
     steps = rule["sequence"] if "sequence" in rule else [rule]
     obj_steps = [f for f in steps if _is_obj(f)]
     # classes (the rule's own object units: not a negation's scope)
-    if q["classes"] and obj_steps:
+    classes = list(pq.classes)
+    if classes and obj_steps:
         for f in obj_steps:
-            f["entity"]["class_filter"] = list(q["classes"])
-        suffix.append("_".join(q["classes"]))
-    elif q["classes"]:
-        notices.append(f"classes {q['classes']} ignored: '{key}' is an ego rule")
+            f["entity"]["class_filter"] = list(classes)
+        suffix.append("_".join(classes))
+    elif classes:
+        notices.append(f"classes {classes} ignored: '{key}' is an ego rule")
     # side
-    side = q["side"]
+    side = pq.side
     if side:
         have = _side_of(rule)
         if have and have != side:
@@ -155,9 +158,8 @@ def adapt_offline_from(query: str, match: MatchResult, library,
         if not key.endswith(side):
             suffix.append(side)
     # proximity
-    if q["close"] and obj_steps:
-        limit = EXTREME_CLOSE_GATE_M if re.search(r"\b(extremely|very|dangerously)\b", query.lower()) \
-            else CLOSE_GATE_M
+    if q.close and obj_steps:
+        limit = EXTREME_CLOSE_GATE_M if q.extreme else CLOSE_GATE_M
         for f in obj_steps:
             gates = [g for g in f["hard_gates"] if g["field"] == "distance" and g["op"] in ("lt", "le")]
             if gates:
@@ -168,7 +170,7 @@ def adapt_offline_from(query: str, match: MatchResult, library,
                 # gates: "close" applies there, not to the motion that follows it)
                 f["hard_gates"].append({"field": "distance", "op": "lt", "value": limit})
         suffix.append("close")
-    if q["highway"]:
+    if q.highway:
         target = steps[0]
         gates = [g for g in target["hard_gates"] if g["field"] == "speed" and g["op"] in ("gt", "ge")]
         if gates:
@@ -180,12 +182,12 @@ def adapt_offline_from(query: str, match: MatchResult, library,
                 g["min_time_fraction"] = 0.5
             target["hard_gates"].append(g)
         suffix.append("highway")
-    if q["condition"]:
+    if q.condition:
         notices.append("the query's condition (weather / 'no apparent reason') cannot be measured "
                        "in the records; the rule ignores it")
     del frags
     rule["event"] = key + ("_" + "_".join(suffix) if suffix else "")
-    rule["description"] = f"adapted from '{key}' for the query {query!r}"
+    rule["description"] = f"adapted from '{key}' for the query {pq.text!r}"
     return parse_rule(rule).to_dict(), notices, key
 
 
@@ -195,10 +197,6 @@ AHEAD_M = 30.0
 NEAR_M = 15.0
 LANE_HALF_M = 1.5
 LANE_OUTER_M = 5.5
-_NEAR_WORDS = re.compile(r"\b(near\w*|close\w*|around|beside|alongside|next to)\b")
-_BEHIND = re.compile(r"\b(behind|back)\b")
-_METRES = re.compile(r"\bwithin\s+(\d+(?:\.\d+)?)\s*(m|metres|meters)\b")
-
 
 def _steps_of(rule: dict, name: str) -> list[dict]:
     if "sequence" in rule:
@@ -209,21 +207,20 @@ def _steps_of(rule: dict, name: str) -> list[dict]:
 def _scope_fragment(text: str) -> tuple[dict, str]:
     """A negation's fragment from words naming things ("no car ahead", "no pedestrian within
     20 m", "no vehicle in the left lane"): classes and a spatial scope as gates."""
-    q = qualifiers(text)
-    classes = q["classes"] or (["pedestrian"] if re.search(r"\b(one|anyone|somebody|someone)\b", text)
-                               else ["car", "truck", "bus", "motorcycle"])
+    p = parse_query(text)
+    q = p.qualifiers
+    classes = list(p.classes_named) or (["pedestrian"] if q.someone else ["car", "truck", "bus", "motorcycle"])
     gates = []
-    m = _METRES.search(text)
-    if m:
-        r = float(m.group(1))
+    if q.within_m is not None:
+        r = q.within_m
         gates += [{"field": "distance", "op": "gt", "value": -r}, {"field": "distance", "op": "lt", "value": r}]
         what = f"within {r:g} m"
-    elif re.search(r"\b(ahead|in front|lead\w*|in (our|the|my) lane)\b", text):
+    elif q.ahead:
         gates += [{"field": "distance", "op": "gt", "value": 0.0},
                   {"field": "distance", "op": "lt", "value": AHEAD_M},
                   {"field": "abs_loc_x", "op": "lt", "value": LANE_HALF_M}]
         what = f"ahead in the lane (< {AHEAD_M:g} m)"
-    elif _BEHIND.search(text):
+    elif q.behind:
         gates += [{"field": "distance", "op": "lt", "value": 0.0},
                   {"field": "distance", "op": "gt", "value": -AHEAD_M}]
         what = "behind (only 360° records see it)"
@@ -231,21 +228,22 @@ def _scope_fragment(text: str) -> tuple[dict, str]:
         gates += [{"field": "distance", "op": "gt", "value": -NEAR_M},
                   {"field": "distance", "op": "lt", "value": NEAR_M}]
         what = f"within {NEAR_M:g} m"
-    if q["side"]:
-        sign = -1.0 if q["side"] == "left" else 1.0
+    if p.side:
+        sign = -1.0 if p.side == "left" else 1.0
         lo, hi = sorted((sign * LANE_HALF_M, sign * LANE_OUTER_M))
         gates += [{"field": "loc_x", "op": "gt", "value": lo}, {"field": "loc_x", "op": "lt", "value": hi}]
-        what += f", in the {q['side']} lane"
+        what += f", in the {p.side} lane"
     ent = {"role": "object", "class_filter": classes, "selection": "any", "agg_mode": "any"}
     return {"entity": ent, "hard_gates": gates, "soft_scores": []}, f"{'/'.join(classes)} {what}"
 
 
-def build_sequence(query: str, comp: dict, library, notices: list[str]) -> dict | None:
+def build_sequence(query: "str | ParsedQuery", comp: dict, library, notices: list[str]) -> dict | None:
     """A sequence rule for a composed query from its parts' calibrated library rules: "X then Y"
     (Y's anchor 0..5 s after X's, or 'within N s'), "X while Y" (same anchor), "X without Y" (X
     with Y negated in the 4 s before to 1 s after X's anchor). None when a part has no event."""
     from .compose import DEFAULT_GAP_S
 
+    text = as_parsed(query).text
     e1 = [k for k in comp.get("first_events") or [] if k in library.entries]
     e2 = [k for k in comp.get("second_events") or [] if k in library.entries]
     if not e1:
@@ -261,11 +259,10 @@ def build_sequence(query: str, comp: dict, library, notices: list[str]) -> dict 
         more = _steps_of(library.entries[ev2].rule, comp["second"])
         gap = (0.0, 0.0) if kind == "concurrent" else (0.0, float(within or DEFAULT_GAP_S))
         more[0]["gap"] = {"min_seconds": gap[0], "max_seconds": gap[1]}
-        inherit = not re.search(r"\b(we|us|our|ego|i|car|vehicle|truck|bus|pedestrian|cyclist|"
-                                r"someone|another|other)\b", comp["second"])
+        inherit = parse_query(comp["second"]).part_subject is None   # the part names no actor
         more[0]["same_track"] = bool(inherit and _is_obj(steps[-1]) and _is_obj(more[0]))
         rule = {"event": f"{ev1}_{'while' if kind == 'concurrent' else 'then'}_{ev2}",
-                "description": f"composed from '{ev1}' and '{ev2}' for the query {query!r}",
+                "description": f"composed from '{ev1}' and '{ev2}' for the query {text!r}",
                 "sequence": steps + more}
         how = ("at the same time" if kind == "concurrent" else
                f"{gap[0]:g}-{gap[1]:g} s after" + ("" if within else " (default; say 'within N s')"))
@@ -302,5 +299,5 @@ def build_sequence(query: str, comp: dict, library, notices: list[str]) -> dict 
             f"from {before:g} s before to {after:g} s after it")
     notices.append(f"no calibrated composite for '{ev1}' without {what}: '{ev1}' with {what} negated "
                    f"{when}")
-    return {"event": f"{ev1}_without", "description": f"composed from '{ev1}' for the query {query!r}",
+    return {"event": f"{ev1}_without", "description": f"composed from '{ev1}' for the query {text!r}",
             "sequence": steps, "absent": [absent]}

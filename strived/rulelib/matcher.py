@@ -3,7 +3,10 @@
 Confidence ≥ τ_h = 0.6 means "reuse the calibrated rule"; below it the adapter writes a new rule
 with the closest event as exemplar (paper, "Adaptation at retrieval time"). The offline matcher:
 
-1. the negation-aware lexicon (`weak_labels.extract_events_lexicon`) names candidate events;
+The query is read once (`strived.query.parse_query`: candidate events, who acts, side, classes,
+qualifiers, composition, tokens); the matcher reads that `ParsedQuery`.
+
+1. the negation-aware lexicon (``ParsedQuery.events``) names candidate events;
    the most specific one wins (a child such as ``cut_in_right`` over its parent ``cut_in``;
    ``collision`` over ``near_miss`` only when asserted);
 2. the paper's disambiguation rules: ego vs other vehicle (``swerving`` is the ego weaving,
@@ -36,9 +39,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..query import ParsedQuery, as_parsed, query_text
+from ..query import vocabulary as V
 from .compose import compose_query
 from .events import EVENTS, get_event
-from .lexicon import EGO_OTHER, OTHER_EGO, extract_events_lexicon, most_specific
+from .lexicon import EGO_OTHER, OTHER_EGO, most_specific
 
 TAU_REUSE = 0.6
 CONDITION_CAP = 0.55
@@ -50,33 +55,6 @@ CALIBRATION_PATH = Path(__file__).resolve().parents[2] / "resources" / "matcher_
 FEATURES: tuple[str, ...] = (
     "bias", "path_lexicon_multi", "path_composite", "path_composed_parts", "path_similarity",
     "sim_margin", "cap_condition", "cap_structure", "unknown_share")
-
-CONDITION_WORDS = re.compile(
-    r"\b(snow\w*|rain\w*|ic[ey]|icy|fog\w*|wet|slippery|flood\w*|storm\w*|hail\w*|blizzard|"
-    r"for no (apparent |obvious )?reason|at night|nighttime|glare|drunk\w*)\b")
-CLASS_WORDS: dict[str, tuple[str, ...]] = {
-    "truck": ("truck",), "trucks": ("truck",), "lorry": ("truck",), "lorries": ("truck",),
-    "bus": ("bus",), "buses": ("bus",), "van": ("car",), "suv": ("car",), "sedan": ("car",),
-    "motorbike": ("motorcycle",), "motorbikes": ("motorcycle",), "motorcycle": ("motorcycle",),
-    "motorcycles": ("motorcycle",), "scooter": ("motorcycle",), "scooters": ("motorcycle",),
-    "moped": ("motorcycle",), "motorcyclist": ("motorcycle",), "biker": ("motorcycle",),
-    "bicycle": ("bicycle",), "bicycles": ("bicycle",), "bike": ("bicycle",), "bikes": ("bicycle",),
-    "cyclist": ("bicycle",), "cyclists": ("bicycle",),
-    "two-wheeler": ("motorcycle", "bicycle"), "two-wheelers": ("motorcycle", "bicycle"),
-    "pedestrian": ("pedestrian",), "pedestrians": ("pedestrian",), "person": ("pedestrian",),
-    "people": ("pedestrian",), "child": ("pedestrian",), "walker": ("pedestrian",),
-}
-LEFT = re.compile(r"\bleft\b")
-RIGHT = re.compile(r"\bright\b")
-CLOSE = re.compile(r"\b(close|closely|near|nearby|tight|inches|narrow\w*)\b")
-EGO_SUBJECT = re.compile(r"\b(ego|we|i|our (car|vehicle)|my (car|vehicle)|the driver)\b")
-OTHER_SUBJECT = re.compile(r"\b(another|other|a|the) (car|vehicle|truck|bus|van|motorbike|"
-                           r"motorcycle|scooter)\b|\b(ahead|in front|lead\w*)\b")
-
-_TOKEN = re.compile(r"[a-z][a-z\-']+")
-_STOP = set("a an the of to in on at by for with from our us we is are was be it its this that "
-            "and or into onto as just ahead front".split())
-
 
 @dataclass
 class MatchResult:
@@ -99,22 +77,16 @@ class MatchResult:
         return self.event != "none" and self.confidence >= TAU_REUSE
 
 
-def _stem(tok: str) -> str:
-    for suf in ("ing", "es", "ed", "s", "ly"):
-        if tok.endswith(suf) and len(tok) - len(suf) >= 3:
-            return tok[: -len(suf)]
-    return tok
+def _stems(text: str) -> set[str]:
+    """Stemmed content tokens of a text (an event's name, description, examples)."""
+    return {V.stem(t) for t in V.TOKEN.findall(text.lower()) if t not in V.STOP}
 
 
-def _tokens(text: str) -> set[str]:
-    return {_stem(t) for t in _TOKEN.findall(text.lower()) if t not in _STOP}
-
-
-_VOCAB = {e.key: _tokens(" ".join([e.name, e.key.replace("_", " "), e.description, *e.examples]))
+_VOCAB = {e.key: _stems(" ".join([e.name, e.key.replace("_", " "), e.description, *e.examples]))
           for e in EVENTS}
 _KNOWN = set().union(*_VOCAB.values()) | {
-    _stem(w) for e in EVENTS for p in e.lexicon for w in re.findall(r"[a-z]{3,}", p)} | {
-    _stem(w) for w in CLASS_WORDS} | {_stem(w) for w in "left right close near ego car vehicle".split()}
+    V.stem(w) for e in EVENTS for p in e.lexicon for w in re.findall(r"[a-z]{3,}", p)} | {
+    V.stem(w) for w in V.CLASS_WORDS} | {V.stem(w) for w in "left right close near ego car vehicle".split()}
 
 
 @dataclass
@@ -199,7 +171,7 @@ def _resolve_calibration(calibration) -> tuple[MatcherCalibration | None, str]:
     return load_calibration(calibration)
 
 
-def match_features(query: str, best: str, path: str, lex: list[tuple[str, float]], caps: list[str],
+def match_features(query: "str | ParsedQuery", best: str, path: str, lex: list[tuple[str, float]], caps: list[str],
                    qual: dict, keys: set[str]) -> dict:
     """What the matcher knows about its pick: the calibration inputs (`FEATURES`) and a few more
     shown for diagnosis (sim_best, subject_both, n_words, picked_parent). ``path``:
@@ -208,8 +180,8 @@ def match_features(query: str, best: str, path: str, lex: list[tuple[str, float]
     sim = dict(lex)
     s_best = sim.get(best, 0.0)
     others = [v for k, v in lex if k != best]
-    words = _TOKEN.findall(query.lower())
-    content = [_stem(t) for t in words if t not in _STOP]
+    pq = as_parsed(query)
+    words, content = pq.tokens, pq.content
     unknown = sum(1 for t in content if t not in _KNOWN) / len(content) if content else 1.0
     structure = sum(1 for c in caps if not c.startswith("a condition"))
     return {"bias": 1.0, "path_lexicon_multi": float(path == "lexicon_multi"),
@@ -223,24 +195,18 @@ def match_features(query: str, best: str, path: str, lex: list[tuple[str, float]
             "picked_parent": float(any(get_event(k).parent == best for k in keys))}
 
 
-def qualifiers(query: str) -> dict:
-    """Structure words of a query: classes, side, proximity, subject, conditions."""
-    q = query.lower()
-    classes: list[str] = []
-    for w in re.findall(r"[a-z][a-z\-]+", q):
-        for c in CLASS_WORDS.get(w, ()):
-            if c not in classes:
-                classes.append(c)
-    left, right = bool(LEFT.search(q)), bool(RIGHT.search(q))
-    return {"classes": classes, "side": "left" if left and not right else "right" if right and not left else None,
-            "close": bool(CLOSE.search(q)), "ego": bool(EGO_SUBJECT.search(q)),
-            "other": bool(OTHER_SUBJECT.search(q)), "condition": bool(CONDITION_WORDS.search(q)),
-            "highway": bool(re.search(r"\b(highway|motorway|freeway|expressway)\b", q))}
+def qualifiers(query: "str | ParsedQuery") -> dict:
+    """Structure words of a query (from its `ParsedQuery`): classes, side, proximity, subject,
+    conditions, highway. A new dict each call (the matcher adds its composition to it)."""
+    pq = as_parsed(query)
+    return {"classes": list(pq.classes), "side": pq.side, "close": pq.qualifiers.close,
+            "ego": pq.ego_mentioned, "other": pq.other_vehicle_mentioned,
+            "condition": pq.qualifiers.condition, "highway": pq.qualifiers.highway}
 
 
-def lexical_similarity(query: str) -> list[tuple[str, float]]:
+def lexical_similarity(query: "str | ParsedQuery") -> list[tuple[str, float]]:
     """Events ranked by token overlap with the event vocabulary (0..1), best first."""
-    qt = _tokens(query)
+    qt = set(as_parsed(query).content)
     if not qt:
         return [(e.key, 0.0) for e in EVENTS]
     out = [(k, len(qt & v) / len(qt)) for k, v in _VOCAB.items()]
@@ -250,7 +216,7 @@ def lexical_similarity(query: str) -> list[tuple[str, float]]:
 _EMB = {}
 
 
-def embedding_similarity(query: str) -> list[tuple[str, float]] | None:
+def embedding_similarity(query: "str | ParsedQuery") -> list[tuple[str, float]] | None:
     """MiniLM cosine similarity to each event's text, or None when the model is not installed."""
     try:
         if "model" not in _EMB:
@@ -259,14 +225,14 @@ def embedding_similarity(query: str) -> list[tuple[str, float]] | None:
             texts = [f"{e.name}: {e.description} " + " ".join(e.examples) for e in EVENTS]
             _EMB["model"] = model
             _EMB["events"] = model.encode(texts, normalize_embeddings=True)
-        q = _EMB["model"].encode([query], normalize_embeddings=True)[0]
+        q = _EMB["model"].encode([query_text(query)], normalize_embeddings=True)[0]
     except Exception:  # missing package, torch, or weights: the lexical path stands alone
         return None
     sims = _EMB["events"] @ q
     return sorted(((e.key, float(s)) for e, s in zip(EVENTS, sims)), key=lambda kv: (-kv[1], kv[0]))
 
 
-def match_offline(query: str, library=None, *, use_embeddings: bool = False,
+def match_offline(query: "str | ParsedQuery", library=None, *, use_embeddings: bool = False,
                   compose: bool = True, calibration=True) -> MatchResult:
     """Closest library event and a confidence, without an LLM (see module doc).
 
@@ -275,6 +241,7 @@ def match_offline(query: str, library=None, *, use_embeddings: bool = False,
     with confidence capped at 0.55, and ``qualifiers["composition"]`` tells the adapter to build a
     sequence from the parts. ``calibration``: True (the shipped file), False (the old constants),
     a path or a `MatcherCalibration`; an unusable one falls back to the constants and says so."""
+    query = as_parsed(query)
     keys = set(library.keys()) if library is not None else {e.key for e in EVENTS}
     qual = qualifiers(query)
     comp = None
@@ -282,7 +249,7 @@ def match_offline(query: str, library=None, *, use_embeddings: bool = False,
         comp = compose_query(query, keys)
         if comp is not None:
             qual["composition"] = comp.to_dict()
-    hits = {k for k in extract_events_lexicon(query) if k in keys}
+    hits = {k for k in query.events if k in keys}
     composites = {k for k in hits if get_event(k).parts}
     if comp is not None and comp.composite:
         composites.add(comp.composite)
@@ -382,7 +349,7 @@ def _finish(query, best, const_conf, reason, cands, qual, caps, path, lex, keys,
                        True, caps, feats)
 
 
-def _composed_no_library(query: str, comp, library, qual: dict, keys=None, lex=None,
+def _composed_no_library(query: ParsedQuery, comp, library, qual: dict, keys=None, lex=None,
                          calibration=True) -> MatchResult:
     """A composed query whose parts no library composite covers: the first part's event is the
     exemplar, capped so that the adapter builds the sequence."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..query import ParsedQuery, as_parsed
 from ..rules.model import Rule, parse_rule
 from .adapter import adapt_offline_from
 from .library import RuleLibrary, load_default_library
@@ -50,11 +51,15 @@ def _p(match: MatchResult | None) -> float | None:
     return float(p) if p is not None and math.isfinite(p) else None
 
 
-def resolve_rule(query: str, library: RuleLibrary | None = None, llm=None, *,
+def resolve_rule(query: "str | ParsedQuery", library: RuleLibrary | None = None, llm=None, *,
                  tau: float = TAU_REUSE, use_embeddings: bool = False,
                  available_fields: set[str] | None = None) -> ResolvedRule:
     """The rule to run for ``query`` (see module doc). ``available_fields``: the fields some video
-    of the searched library has; the adapters add no gate on any other field."""
+    of the searched library has; the adapters add no gate on any other field. ``query``: the
+    text or its `ParsedQuery` (the offline matcher and adapter read the parsed value, the LLM
+    stages the text)."""
+    query = as_parsed(query)
+    text = query.text
     lib = library or load_default_library()
     notices: list[str] = []
     match: MatchResult | None = None
@@ -62,7 +67,7 @@ def resolve_rule(query: str, library: RuleLibrary | None = None, llm=None, *,
         from ..llm.errors import LLMError
         from .llm_stages import adapt_llm, match_llm
         try:
-            match = match_llm(llm, query, lib)
+            match = match_llm(llm, text, lib)
         except LLMError as e:
             notices.append(f"LLM matcher unavailable, offline matcher used: {e}")
         if match is not None and match.event != "none" and match.confidence >= tau:
@@ -72,7 +77,7 @@ def resolve_rule(query: str, library: RuleLibrary | None = None, llm=None, *,
             exemplar = match.event if match.event in lib.entries else \
                 match_offline(query, lib, use_embeddings=use_embeddings).event
             try:
-                rule_d = adapt_llm(llm, query, exemplar, lib)
+                rule_d = adapt_llm(llm, text, exemplar, lib)
                 if available_fields is not None:
                     kept = [g for g in rule_d.get("hard_gates", []) if g.get("field") in available_fields]
                     if len(kept) < len(rule_d.get("hard_gates", [])):
