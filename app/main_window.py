@@ -593,6 +593,7 @@ class MainWindow(QMainWindow):
         self.close_library()
         self.library, self.library_path = lib, str(lib.folder)
         self.conns = LibraryConnections(self.library_path, first=lib)
+        self.rule_editor.set_library(self.conns, self.jobs)     # the form's field statistics
         self.settings.last_library = self.library_path
         self.model.set_thumbnail_loader(lambda vid: ops.thumbnail(self.library, vid))
         self.model.set_exports(ops.exports(lib))
@@ -655,6 +656,7 @@ class MainWindow(QMainWindow):
         if self.conns is not None:
             self.conns.close_all()
         self.conns = None
+        self.rule_editor.set_library(None, None)
         self.library = None
         self.response = self._base_response = None
         self.model.clear()

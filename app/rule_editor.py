@@ -1,5 +1,12 @@
-"""The rule behind a query as JSON: live validation with errors shown where they are, the schema's
-description of the key under the cursor, re-rank instantly, save to the library."""
+"""The rule behind a query, as a form (``rule_form.RuleForm``: entity, gates, soft scores with field
+pickers, units and the library's statistics) and as JSON for experts, both editing one document:
+live validation by the engine's schema with errors shown where they are (by JSON pointer: on the
+form's widget, on the JSON's line), the schema's description of the key under the cursor, re-rank
+instantly, save to the library.
+
+The JSON text is the one document: a form edit writes it (one undoable edit), a JSON edit (or
+undo, reset, a new search) loads it into the form. A rule the form cannot show (a sequence...)
+opens in the JSON tab, and the form tab says why."""
 
 from __future__ import annotations
 
@@ -10,8 +17,10 @@ from json.decoder import scanstring
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QFont, QKeySequence, QShortcut, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import (QHBoxLayout, QInputDialog, QLabel, QListWidget, QListWidgetItem,
-                               QPlainTextEdit, QPushButton, QSplitter, QTextEdit, QVBoxLayout,
-                               QWidget)
+                               QPlainTextEdit, QPushButton, QSplitter, QTabWidget, QTextEdit,
+                               QVBoxLayout, QWidget)
+
+from .rule_form import RuleForm
 
 _SCALAR = re.compile(r"-?\d+(\.\d+)?([eE][+-]?\d+)?|true|false|null")
 
@@ -100,8 +109,18 @@ def schema_at(schema: dict, pointer: str) -> dict:
     return node
 
 
+def hints_job(library) -> tuple[int, dict]:
+    """(content version, field statistics) of ``library`` for the form's hints (a worker job; the
+    worker thread's scorer is the one its searches use, so its columns are not read twice)."""
+    from strived import engine
+    from strived.rules.stats import field_hints
+
+    ver = library.content_version
+    return ver, field_hints(engine.scorer_for(library), library.availability())
+
+
 class RuleEditor(QWidget):
-    """JSON editor of a rule validated against the engine's one schema (strived.rules)."""
+    """Form and JSON editor of a rule validated against the engine's one schema (strived.rules)."""
 
     rule_applied = Signal(dict)         # a valid rule to re-rank with
     rule_saved = Signal(str, dict)      # name, rule
@@ -131,10 +150,21 @@ class RuleEditor(QWidget):
         row.addWidget(self.reset_button)
         row.addWidget(self.save_button)
         row.addWidget(self.apply_button)
+        self.form = RuleForm(self)
+        self.form.setObjectName("ruleForm")
+        self.tabs = QTabWidget(self)
+        self.tabs.setObjectName("ruleEditorTabs")
+        self.tabs.setDocumentMode(True)
+        self.tabs.addTab(self.form, "Form")
+        self.tabs.addTab(self.text, "JSON")
+        self.tabs.setTabToolTip(0, "The rule as a form: who, what must hold, what is scored")
+        self.tabs.setTabToolTip(1, "The rule as JSON (the schema: strived schema)")
         split = QSplitter(Qt.Orientation.Vertical, self)
-        split.addWidget(self.text)
+        split.addWidget(self.tabs)
         split.addWidget(self.errors)
-        split.setSizes([400, 90])
+        split.setStretchFactor(0, 1)
+        split.setStretchFactor(1, 0)
+        split.setSizes([460, 56])
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
         lay.addWidget(split, 1)
@@ -149,7 +179,16 @@ class RuleEditor(QWidget):
         self.apply_button.clicked.connect(self._on_apply_clicked)
         self.save_button.clicked.connect(self._on_save_clicked)
         self.reset_button.clicked.connect(self.reset)
-        QShortcut(QKeySequence("Ctrl+Return"), self.text, self._on_apply_clicked)
+        for keys in ("Ctrl+Return", "Ctrl+Enter"):
+            QShortcut(QKeySequence(keys), self, self._on_apply_clicked)
+        self.form.edited.connect(self._on_form_edited)
+        self.tabs.tabBarClicked.connect(self._on_tab_clicked)
+        self.tabs.currentChanged.connect(self._on_tab_changed)
+        self._form_text: str | None = None     # the text the form wrote last (not loaded back)
+        self._auto_json = False                # the JSON tab was chosen for the user, not by them
+        self._conns = self._jobs = None
+        self._hints_version: int | None = None
+        self._hints_worker = None
         self.original: dict | None = None
         self.rule: dict | None = None
         self.error_list: list[tuple[str, str, int]] = []     # pointer, message, offset
@@ -164,10 +203,81 @@ class RuleEditor(QWidget):
             self._schema = rule_schema()
         return self._schema
 
+    # ------------------------------------------------------------------ the library's statistics
+    def set_library(self, connections, jobs) -> None:
+        """The open library's connections and job queue (the form's statistics are computed there,
+        when the form is shown); None, None when the library closes."""
+        self._conns, self._jobs = connections, jobs
+        self._hints_version = None
+        self._hints_worker = None
+        self.form.set_hints(None)
+        self._request_hints()
+
+    def _request_hints(self) -> None:
+        """Compute the field statistics of the library's current content, once, when the form is
+        on screen (at 10k videos the first computation takes seconds: only users of the form pay
+        it, on the library worker)."""
+        if self._conns is None or self._jobs is None or not self.form.isVisible():
+            return
+        try:
+            ver = self._conns.get().content_version
+        except Exception:  # noqa: BLE001 - a closed library: no statistics
+            return
+        if ver == self._hints_version or (self._hints_worker is not None
+                                          and getattr(self._hints_worker, "version", None) == ver
+                                          and not self._hints_worker.is_done):
+            return
+        from .connections import library_job
+        from .workers import Worker
+
+        w = Worker(library_job, self._conns, hints_job, pass_progress=False, pass_cancel=False,
+                   name="rule-form-hints")
+        w.version = ver
+        w.signals.finished.connect(lambda res, w=w: self._on_hints(w, res))
+        self._hints_worker = self._jobs.submit(w)
+
+    def _on_hints(self, worker, result) -> None:
+        if worker is not self._hints_worker:
+            return
+        self._hints_version, hints = result
+        self.form.set_hints(hints)
+
+    def showEvent(self, ev) -> None:  # noqa: N802 - Qt API
+        super().showEvent(ev)
+        self._request_hints()
+
+    # ------------------------------------------------------------------ the rule
     def set_rule(self, rule: dict | None) -> None:
         """The rule a new search used: it becomes the one Reset returns to."""
         self.original = rule
         self._replace_text(json.dumps(rule, indent=2) if rule else "")
+        self.validate()
+        self._choose_tab()
+        self._request_hints()
+
+    def _choose_tab(self) -> None:
+        """A rule the form cannot show opens in JSON (the form tab says why); the next one it can
+        show goes back to the form, unless the user chose the JSON tab themselves."""
+        if self.form.reason is not None and self.text.toPlainText().strip():
+            if self.tabs.currentWidget() is self.form:
+                self.tabs.setCurrentWidget(self.text)
+                self._auto_json = True
+        elif self._auto_json:
+            self.tabs.setCurrentWidget(self.form)
+            self._auto_json = False
+
+    def _on_tab_changed(self, _index: int) -> None:
+        self.hint.setVisible(self.tabs.currentWidget() is self.text)   # the JSON key's schema
+        self._request_hints()
+
+    def _on_tab_clicked(self, _index: int) -> None:
+        self._auto_json = False
+
+    def _on_form_edited(self) -> None:
+        """A form edit: the form's document becomes the text (one undoable edit), validated now."""
+        text = json.dumps(self.form.document(), indent=2, ensure_ascii=False)
+        self._form_text = text
+        self._replace_text(text)
         self.validate()
 
     def rule_reranked(self, rule: dict | None) -> None:
@@ -192,6 +302,7 @@ class RuleEditor(QWidget):
         """Back to the rule the search used (Ctrl+Z undoes the reset)."""
         self._replace_text(json.dumps(self.original, indent=2) if self.original else "")
         self.validate()
+        self._choose_tab()
         self.reset_requested.emit()
 
     def validate(self) -> bool:
@@ -204,14 +315,20 @@ class RuleEditor(QWidget):
         errs: list[tuple[str, str, int]] = []
         self.rule = None
         self._ranges = {}
+        from_form = src == self._form_text      # the form wrote this text: it shows it already
+        self._form_text = None
         if not src.strip():
             errs = []
+            self.form.load(None)
         else:
             try:
                 doc = json.loads(src)
             except json.JSONDecodeError as e:
                 errs.append(("", f"not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})", e.pos))
+                self.form.refuse(f"the JSON has a syntax error (line {e.lineno}, column {e.colno})")
             else:
+                if not from_form:
+                    self.form.load(doc)
                 self._ranges = locate_pointers(src)
                 try:
                     rule = parse_rule(doc)
@@ -222,6 +339,7 @@ class RuleEditor(QWidget):
                     self.rule = rule.to_dict()
         self.error_list = errs
         self._show_errors(src)
+        self.form.show_errors([(p, m) for p, m, _o in errs])
         ok = self.rule is not None
         self.apply_button.setEnabled(ok)
         self.save_button.setEnabled(ok)
@@ -243,6 +361,7 @@ class RuleEditor(QWidget):
             line = block.blockNumber() + 1
             it = QListWidgetItem(f"line {line}   {ptr or '/'}   {msg}")
             it.setData(Qt.ItemDataRole.UserRole, off)
+            it.setData(Qt.ItemDataRole.UserRole + 1, ptr)
             it.setForeground(QColor("#ff8a8a"))
             self.errors.addItem(it)
             sel = QTextEdit.ExtraSelection()
@@ -257,9 +376,19 @@ class RuleEditor(QWidget):
         self.text.setExtraSelections(sels)
 
     def _on_error_activated(self, item: QListWidgetItem) -> None:
+        if self.tabs.currentWidget() is self.form and self.form.reason is None:
+            ptr = item.data(Qt.ItemDataRole.UserRole + 1) or ""
+            w = self.form.widget_for(ptr)
+        else:
+            w = None
         cur = self.text.textCursor()
         cur.setPosition(int(item.data(Qt.ItemDataRole.UserRole)))
-        self.text.setTextCursor(cur)
+        self.text.setTextCursor(cur)          # the JSON's place too, for a switch to it
+        if w is not None:
+            self.form.scroll.ensureWidgetVisible(w)
+            w.setFocus()
+            return
+        self.tabs.setCurrentWidget(self.text)
         self.text.setFocus()
 
     def _on_cursor_position_changed(self) -> None:

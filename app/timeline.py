@@ -6,6 +6,13 @@ to the player both ways. A click anywhere seeks the player there (a click on a c
 its track); hovering reads the values at the cursor; a legend names each track's colour.
 Items are pooled and updated with ``setData``: nothing is re-created per frame.
 
+Every track is drawn, however many: the ``MAX_TRACKS`` best (the peak track first), the ego
+series and the selected track as their own curves in their colour, named in the legend and read
+by the hover; the others thin and dim, batched into one curve per colour and row (NaN-separated),
+so a 200-track video costs a handful of items per row, not a thousand. "Other tracks" hides them;
+the track list names every track with its score (a click selects it). Clicks pick the nearest
+curve in pixels over all drawn tracks (`_pick_track`), not pyqtgraph's per-item hit test.
+
 Sequence rules (``strived.rules.sequence``) get a "steps" row: one lane per step with a band over
 the step's span, labelled with the unit that realised it ("step 1 lead brakes: car #3 2.1–3.4 s"),
 then one lane per negation with its window and its offender, if any. A click on a band selects the
@@ -20,11 +27,13 @@ import math
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QListWidget, QListWidgetItem,
+                               QToolButton, QVBoxLayout, QWidget)
 
-from .player import track_color
+from .player import TRACK_COLORS, track_color
 
-MAX_TRACKS = 8
+MAX_TRACKS = 8          # tracks drawn as their own curves (with the ego and the selected one)
+PICK_PX = 6.0           # a click within this many pixels of a curve picks its track
 UNITS = {"distance": "m", "loc_x": "m", "loc_z": "m", "lane_rel": "lanes", "bbox_area": "px²",
          "abs_loc_x": "m", "speed": "m/s", "yaw_rate": "rad/s", "accel": "m/s²", "heading": "rad"}
 
@@ -39,6 +48,18 @@ def _track_key(track) -> int:
 def _trace_label(tr) -> str:
     tid = _track_key(tr.track)
     return "ego" if tid < 0 else f"{getattr(tr, 'cls', '') or 'track'} #{tid}"
+
+
+def _best(combined) -> float:
+    """A trace's best per-frame score (0 when it has none)."""
+    a = np.asarray(combined, float)
+    a = a[np.isfinite(a)]
+    return float(a.max()) if a.size else 0.0
+
+
+def _span_text(tr) -> str:
+    t = np.asarray(tr.t, float)
+    return f"{t[0]:.1f}–{t[-1]:.1f} s" if len(t) else "never"
 
 
 def unit_text(track, cls) -> str:
@@ -84,6 +105,9 @@ class _Row:
     def __init__(self, timeline: "TimelineWidget", plot: pg.PlotItem):
         self.plot = plot
         self.curves: list[pg.PlotDataItem] = []
+        self.bg: list[pg.PlotCurveItem] = []       # the other tracks, one batched item per colour
+        self.data: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}   # track -> (t, y) drawn
+        self.pick: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self.labels: list[pg.TextItem] = []
         self.in_layout = True
         self.region = pg.LinearRegionItem(movable=False, brush=pg.mkBrush(255, 200, 60, 40),
@@ -118,12 +142,18 @@ class _Row:
     def curve(self, i: int, timeline: "TimelineWidget") -> pg.PlotDataItem:
         while len(self.curves) <= i:
             c = pg.PlotDataItem(clipToView=True, autoDownsample=True)
-            c.setCurveClickable(True, width=8)
-            # pyqtgraph >= 0.13 re-emits its inner PlotCurveItem's click: the sender may be either
-            c.sigClicked.connect(timeline._on_curve_clicked)
             self.plot.addItem(c)
             self.curves.append(c)
         return self.curves[i]
+
+    def background(self, i: int) -> pg.PlotCurveItem:
+        """Pooled batched curve ``i``: many tracks of one colour in one item (NaN-separated)."""
+        while len(self.bg) <= i:
+            c = pg.PlotCurveItem(antialias=False)    # thin and dim: half the paint time
+            c.setZValue(-1)
+            self.plot.addItem(c)
+            self.bg.append(c)
+        return self.bg[i]
 
     def place_labels(self) -> None:
         """The row's name at the top left; each gate's label inside its own lane (lane k spans y
@@ -178,13 +208,49 @@ class TimelineWidget(QWidget):
         self.readout.setObjectName("mono")
         self.readout.setWordWrap(True)
         self.readout.setToolTip("Values at the mouse pointer (move over the plots)")
+        self.others_check = QCheckBox("other tracks", self)
+        self.others_check.setObjectName("timelineOthers")
+        self.others_check.setChecked(True)
+        self.others_check.setToolTip("Draw every other track too (thin, dim); a click on one "
+                                     "selects it")
+        self.others_check.toggled.connect(self.set_show_others)
+        self.list_button = QToolButton(self)
+        self.list_button.setObjectName("timelineTrackListButton")
+        self.list_button.setCheckable(True)
+        self.list_button.setText("Track list")
+        self.list_button.setToolTip("Every track of this video with its score: a click selects it")
+        self.track_list = QListWidget(self)
+        self.track_list.setObjectName("timelineTracks")
+        self.track_list.setFixedWidth(150)
+        self.track_list.setUniformItemSizes(True)
+        self.track_list.hide()
+        self.track_list.itemClicked.connect(self._on_track_item_clicked)
+        self.track_list.itemActivated.connect(self._on_track_item_clicked)
+        self.list_button.toggled.connect(self.track_list.setVisible)
+        head = QHBoxLayout()
+        head.setContentsMargins(0, 0, 0, 0)
+        head.addWidget(self.legend, 1)
+        head.addWidget(self.others_check, 0, Qt.AlignmentFlag.AlignTop)
+        head.addWidget(self.list_button, 0, Qt.AlignmentFlag.AlignTop)
+        mid = QHBoxLayout()
+        mid.setContentsMargins(0, 0, 0, 0)
+        mid.setSpacing(2)
+        mid.addWidget(self.view, 1)
+        mid.addWidget(self.track_list)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(2)
         lay.addWidget(self.title)
-        lay.addWidget(self.legend)
-        lay.addWidget(self.view, 1)
+        lay.addLayout(head)
+        lay.addLayout(mid, 1)
         lay.addWidget(self.readout)
+        self.show_others = True
+        self._order: list[int] = []             # every track, best first (the peak first)
+        self._traces: dict[int, object] = {}
+        self._scores: dict[int, float] = {}
+        self._all_labels: dict[int, str] = {}
+        self._focus: list[int] = []             # tracks drawn as their own curves
+        self._set_track_controls()
         self.rows: list[_Row] = []
         self.row_names: list[str] = []
         self.explanation = None
@@ -193,8 +259,8 @@ class TimelineWidget(QWidget):
         self.absent: list[dict] = []            # ... and its negations
         self.selected_lane: int | None = None
         self.t_s = 0.0
-        self._curve_track: dict[int, int] = {}     # id(PlotDataItem or its PlotCurveItem) -> track
-        self._track_label: dict[int, str] = {}
+        self._curve_track: dict[int, int] = {}     # id(PlotDataItem) -> track
+        self._track_label: dict[int, str] = {}     # the tracks drawn as their own curves
         self.view.viewport().setMouseTracking(True)
         self.view.scene().sigMouseClicked.connect(self._on_scene_clicked)
         self.view.scene().sigMouseMoved.connect(self._on_scene_mouse_moved)
@@ -231,8 +297,16 @@ class TimelineWidget(QWidget):
         for r in self.rows:
             for c in r.curves:
                 c.setData([], [])
+            for c in r.bg:
+                c.setData([], [])
+            r.data, r.pick = {}, None
             self._draw_bands(r, False)
         self._use_rows(0)
+        self._order, self._traces, self._scores, self._all_labels = [], {}, {}, {}
+        self._focus, self._track_label = [], {}
+        self._curve_track.clear()
+        self.track_list.clear()
+        self._set_track_controls()
 
     def set_explanation(self, explanation, title: str = "") -> None:
         """Show an ``engine.explain`` result (traces per track, span, peak track)."""
@@ -240,10 +314,15 @@ class TimelineWidget(QWidget):
         traces = list(getattr(explanation, "traces", []) or [])
         peak = getattr(explanation, "peak_track", None)
         # the peak track first, then the most convincing ones
+        scores = {_track_key(tr.track): _best(tr.combined) for tr in traces}
         traces.sort(key=lambda tr: (_track_key(tr.track) != _track_key(peak),
-                                    -float(np.nanmax(tr.combined)) if len(tr.combined) else 0.0,
-                                    _track_key(tr.track)))
-        traces = traces[:MAX_TRACKS]
+                                    -scores[_track_key(tr.track)], _track_key(tr.track)))
+        self._order = [_track_key(tr.track) for tr in traces]
+        self._traces = {_track_key(tr.track): tr for tr in traces}
+        self._scores = scores
+        self._all_labels = {_track_key(tr.track): _trace_label(tr) for tr in traces}
+        if self.highlighted not in self._traces:
+            self.highlighted = None
         fields: list[str] = []
         for tr in traces:
             for f in tr.values:
@@ -260,39 +339,27 @@ class TimelineWidget(QWidget):
         names = fields + ["soft score"] + (["gates"] if gate_names else []) + \
             (["steps"] if lanes else [])
         self.row_names = names
-        self._curve_track.clear()
-        self._track_label = {_track_key(tr.track): _trace_label(tr) for tr in traces}
         span = getattr(explanation, "span_s", None)
         self._row(len(names) - 1)
         self._use_rows(len(names))
         for i, name in enumerate(names):
             row = self._row(i)
-            used = 0
+            row.data = {}
             for tr in traces:
                 tid = _track_key(tr.track)
                 t = np.asarray(tr.t, dtype=float)
                 if name == "soft score":
-                    series = [(np.asarray(tr.combined, float), "")]
+                    series = [np.asarray(tr.combined, float)]
                 elif name == "gates":
-                    series = [(np.asarray(tr.gates[g], float) * 0.7 + k, g)
+                    series = [np.asarray(tr.gates[g], float) * 0.7 + k
                               for k, g in enumerate(gate_names) if g in tr.gates]
                 elif name in tr.values:
-                    series = [(np.asarray(tr.values[name], float), "")]
+                    series = [np.asarray(tr.values[name], float)]
                 else:
                     series = []
-                for y, _ in series:
-                    c = row.curve(used, self)
-                    n = min(len(t), len(y))
-                    c.setData(t[:n], y[:n], connect="finite",
-                              stepMode=None)
-                    c.setPen(self._pen(tid))
-                    c.show()
-                    self._curve_track[id(c)] = tid
-                    self._curve_track[id(c.curve)] = tid
-                    used += 1
-            for c in row.curves[used:]:
-                c.setData([], [])
-                c.hide()
+                if series:
+                    row.data[tid] = [(t[:min(len(t), len(y))], y[:min(len(t), len(y))])
+                                     for y in series]
             unit = UNITS.get(name, "")
             # small type: five stacked rows leave little height for a rotated label
             row.name_label.setText(f"{name} ({unit})" if unit else name)
@@ -343,9 +410,13 @@ class TimelineWidget(QWidget):
                 self.rows[0].plot.setXRange(min(ts), max(ts), padding=0.02)
         for r in self.rows[len(names):]:
             self._draw_bands(r, False)
+        for r in self.rows[len(names):]:
+            r.data, r.pick = {}, None
+        self._fill_track_list()
+        self._set_track_controls()
+        self._draw()
         for r in self.rows[:len(names)]:
             r.place_labels()
-        self._set_legend(traces)
         self.readout.setText("")
         score = getattr(explanation, "score", None)
         bits = [title] if title else []
@@ -355,6 +426,9 @@ class TimelineWidget(QWidget):
             bits.append(f"event {span[0]:.1f}–{span[1]:.1f} s")
         if peak is not None:
             bits.append(f"peak track #{peak}")
+        n_obj = sum(1 for tid in self._order if tid >= 0)
+        if n_obj > MAX_TRACKS:
+            bits.append(f"{n_obj} tracks: the {MAX_TRACKS} best in colour")
         if not traces:
             bits.append("no candidate track for this rule")
         if self.steps:
@@ -433,16 +507,197 @@ class TimelineWidget(QWidget):
         return pg.mkPen(col, width=3.5 if hi else 1.6)
 
     def highlight_track(self, track_id: int | None) -> None:
+        """Draw ``track_id`` thick (as its own curve, if it was among the others)."""
         self.highlighted = track_id
-        for r in self.rows:
-            for c in r.curves:
-                if c.isVisible() and id(c) in self._curve_track:
-                    c.setPen(self._pen(self._curve_track[id(c)]))
+        if self.explanation is not None and self._focus_tracks() != self._focus:
+            self._draw()
+        else:
+            for r in self.rows:
+                for c in r.curves:
+                    if c.isVisible() and id(c) in self._curve_track:
+                        c.setPen(self._pen(self._curve_track[id(c)]))
         if self.explanation is not None:
             self._set_legend(None)
+        self._sync_track_list()
+
+    # -- many tracks: focus curves, batched others, the track list
+    def _focus_tracks(self) -> list[int]:
+        """The tracks drawn as their own curves: the best ``MAX_TRACKS`` object tracks, the ego,
+        and the selected track."""
+        objs = [t for t in self._order if t >= 0][:MAX_TRACKS]
+        out = [t for t in self._order if t < 0 or t in objs]
+        if self.highlighted is not None and self.highlighted in self._traces and \
+                self.highlighted not in out:
+            out.append(self.highlighted)
+        return out
+
+    def _draw(self) -> None:
+        """(Re)assign the pooled items: focus tracks one curve each, the others batched."""
+        self._focus = self._focus_tracks()
+        focus = set(self._focus)
+        self._curve_track.clear()
+        self._track_label = {tid: self._all_labels[tid] for tid in self._focus}
+        for r in self.rows:
+            if not r.in_layout:
+                continue
+            used = 0
+            for tid in self._focus:
+                for t, y in r.data.get(tid, []):
+                    c = r.curve(used, self)
+                    c.setData(t, y, connect="finite")
+                    c.setPen(self._pen(tid))
+                    c.show()
+                    self._curve_track[id(c)] = tid
+                    used += 1
+            for c in r.curves[used:]:
+                c.setData([], [])
+                c.hide()
+            groups: dict[int, list] = {}
+            if self.show_others:
+                for tid in self._order:
+                    if tid not in focus:
+                        groups.setdefault(tid % len(TRACK_COLORS) if tid >= 0 else -1, []).extend(
+                            r.data.get(tid, []))
+            k = 0
+            for key, parts in sorted(groups.items()):
+                if not parts:
+                    continue
+                nan = np.array([np.nan])
+                xs = np.concatenate([a for t, _y in parts for a in (t, nan)])
+                ys = np.concatenate([a for _t, y in parts for a in (y, nan)])
+                col = pg.mkColor(TRACK_COLORS[key] if key >= 0 else "#d0d4da")
+                col.setAlpha(110)
+                b = r.background(k)
+                b.setData(xs, ys, connect="finite")
+                b.setPen(pg.mkPen(col, width=1.0))
+                b.show()
+                k += 1
+            for b in r.bg[k:]:
+                b.setData([], [])
+                b.hide()
+            r.pick = None                    # built on the first click (`_pick_track`)
+        self._set_legend(None)
+
+    def _pick_arrays(self, r: "_Row", focus: set[int]):
+        """Every drawn sample of the row as (t, y, track, same series as the next sample),
+        focus tracks first (a click on overlapping curves picks the focus one)."""
+        ts, ys, ids, link = [], [], [], []
+        for tid in self._focus + ([t for t in self._order if t not in focus] if self.show_others else []):
+            for t, y in r.data.get(tid, []):
+                if not len(t):
+                    continue
+                ts.append(t)
+                ys.append(y)
+                ids.append(np.full(len(t), tid))
+                lk = np.ones(len(t), bool)
+                lk[-1] = False
+                link.append(lk)
+        if not ts:
+            return None
+        return np.concatenate(ts), np.concatenate(ys), np.concatenate(ids), np.concatenate(link)
+
+    def _pick_track(self, r: "_Row", scene_pos) -> int | None:
+        """The track whose drawn curve passes nearest the click (within ``PICK_PX`` pixels)."""
+        if r.pick is None:
+            r.pick = self._pick_arrays(r, set(self._focus))
+        if r.pick is None:
+            return None
+        t, y, ids, link = r.pick
+        vb = r.plot.getViewBox()
+        sx, sy = vb.viewPixelSize()
+        if not (sx > 0 and sy > 0):
+            return None
+        p = vb.mapSceneToView(scene_pos)
+        X = (t - float(p.x())) / sx                      # pixels from the click
+        Y = (y - float(p.y())) / sy
+        ok = np.isfinite(X) & np.isfinite(Y)
+        d = np.where(ok, np.hypot(X, Y), np.inf)        # to each sample
+        seg = link[:-1] & ok[:-1] & ok[1:]               # to each segment between two samples
+        if seg.any():
+            ax, ay = X[:-1][seg], Y[:-1][seg]
+            bx, by = X[1:][seg], Y[1:][seg]
+            dx, dy = bx - ax, by - ay
+            ll = dx * dx + dy * dy
+            u = np.clip(np.where(ll > 0, -(ax * dx + ay * dy) / np.where(ll > 0, ll, 1), 0), 0, 1)
+            ds = np.hypot(ax + u * dx, ay + u * dy)
+            dseg = np.full(len(t), np.inf)
+            dseg[:-1][seg] = ds
+            d = np.minimum(d, dseg)
+        k = int(np.argmin(d))
+        return int(ids[k]) if d[k] <= PICK_PX else None
+
+    def set_show_others(self, on: bool) -> None:
+        """Draw the tracks outside the focus (thin, dim) or not."""
+        self.show_others = bool(on)
+        if self.others_check.isChecked() != self.show_others:
+            self.others_check.setChecked(self.show_others)
+        if self.explanation is not None:
+            self._draw()
+
+    def track_count(self) -> int:
+        """Tracks of the shown explanation (the ego series not counted)."""
+        return sum(1 for t in self._order if t >= 0)
+
+    def drawn_tracks(self) -> set[int]:
+        """Object tracks with at least one drawn curve (their own, or in a batched one)."""
+        shown = set(self._focus) | (set(self._order) if self.show_others else set())
+        return {t for t in shown if t >= 0 and any(r.in_layout and r.data.get(t) for r in self.rows)}
+
+    def _set_track_controls(self) -> None:
+        n = self.track_count()
+        self.others_check.setVisible(n > MAX_TRACKS)
+        self.others_check.setText(f"the other {n - MAX_TRACKS} tracks" if n > MAX_TRACKS
+                                  else "other tracks")
+        self.list_button.setVisible(n > 1)
+        self.list_button.setText(f"Track list ({n})")
+        if not n:
+            self.list_button.setChecked(False)
+
+    def _fill_track_list(self) -> None:
+        self.track_list.clear()
+        for tid in self._order:
+            if tid < 0:
+                continue
+            it = QListWidgetItem(f"{self._all_labels[tid]}  ·  {self._scores.get(tid, 0.0):.2f}")
+            it.setData(Qt.ItemDataRole.UserRole, tid)
+            it.setForeground(track_color(tid))
+            it.setToolTip(f"{self._all_labels[tid]}: best per-frame score "
+                          f"{self._scores.get(tid, 0.0):.3f}; seen "
+                          f"{_span_text(self._traces[tid])}")
+            self.track_list.addItem(it)
+        self._sync_track_list()
+
+    def _sync_track_list(self) -> None:
+        self.track_list.blockSignals(True)
+        try:
+            self.track_list.clearSelection()
+            for k in range(self.track_list.count()):
+                it = self.track_list.item(k)
+                if it.data(Qt.ItemDataRole.UserRole) == self.highlighted:
+                    self.track_list.setCurrentItem(it)
+                    self.track_list.scrollToItem(it)
+                    break
+        finally:
+            self.track_list.blockSignals(False)
+
+    def _on_track_item_clicked(self, item: QListWidgetItem) -> None:
+        """Select the track; when it is not seen at the playhead, go to its best moment."""
+        tid = int(item.data(Qt.ItemDataRole.UserRole))
+        self.highlight_track(tid)
+        self.track_selected.emit(tid)
+        tr = self._traces.get(tid)
+        if tr is None or not len(tr.t):
+            return
+        t = np.asarray(tr.t, float)
+        if not (t[0] - 1e-6 <= self.t_s <= t[-1] + 1e-6):
+            c = np.nan_to_num(np.asarray(tr.combined, float), nan=-1.0)
+            at = float(t[int(np.argmax(c))]) if len(c) == len(t) else float(t[0])
+            self.set_time(at)
+            self.seek_requested.emit(at)
 
     def _set_legend(self, traces) -> None:
-        """One entry per plotted track in its colour (a click on an entry selects the track)."""
+        """One entry per track drawn in its own colour (a click on an entry selects the track);
+        the others are counted."""
         items = []
         for tid, label in self._track_label.items():
             col = track_color(tid).name() if tid >= 0 else "#d0d4da"
@@ -453,6 +708,10 @@ class TimelineWidget(QWidget):
                          f"■ {text}</a>")
         peak = getattr(self.explanation, "peak_track", None)
         note = " &nbsp;(thick = selected; click a curve or a name)" if items else ""
+        others = sum(1 for t in self._order if t >= 0 and t not in self._track_label)
+        if others:
+            note += (f" &nbsp;+ {others} other tracks " +
+                     ("(thin)" if self.show_others else "(hidden)"))
         self.legend.setText(" &nbsp; ".join(items) + note if items else "")
         self.legend.setToolTip(f"peak track #{peak}" if peak is not None else "")
 
@@ -514,16 +773,6 @@ class TimelineWidget(QWidget):
         self.set_time(t)
         self.seek_requested.emit(t)
 
-    def _on_curve_clicked(self, curve, *_args) -> None:
-        tid = self._curve_track.get(id(curve))
-        if tid is None:                      # the inner PlotCurveItem of a PlotDataItem
-            parent = curve.parentItem() if hasattr(curve, "parentItem") else None
-            tid = self._curve_track.get(id(parent))
-        if tid is None or tid < 0:
-            return
-        self.highlight_track(tid)
-        self.track_selected.emit(tid)
-
     # -- mouse: click to seek, hover to read
     def _row_at(self, scene_pos):
         for r in self.rows:
@@ -548,6 +797,11 @@ class TimelineWidget(QWidget):
             if 0 <= lane < self.lane_count():
                 self.step_selected.emit(lane)
                 return
+        else:                                    # a click on a curve selects its track
+            tid = self._pick_track(r, ev.scenePos())
+            if tid is not None and tid >= 0:
+                self.highlight_track(tid)
+                self.track_selected.emit(tid)
         t = max(0.0, t)
         self.set_time(t)
         self.seek_requested.emit(t)

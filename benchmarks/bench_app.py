@@ -1,12 +1,16 @@
 """App benchmarks: p99 event-loop stall while indexing and while searching (target ≤ 50 ms), cold
 start to a usable window with a 10k-video library (target ≤ 3 s), player seek on a 720p clip
-(target ≤ 50 ms).
+(target ≤ 50 ms), the timeline showing a 200-track video (target ≤ 100 ms to show it, every
+track drawn).
 
-    QT_QPA_PLATFORM=offscreen .venv/bin/python benchmarks/bench_app.py [--work DIR] [--videos N] [--json PATH]
+    QT_QPA_PLATFORM=offscreen .venv/bin/python benchmarks/bench_app.py [--work DIR] [--videos N]
+        [--tracks N] [--only timeline] [--json PATH]
 
 ``--json PATH`` also writes the figures (keys: seek {cold, after_scan}, seek_clip, cold_start
-{videos, wall_s, rc, ready}, search_stall and index_stall {ticks, p50_ms, p99_ms, max_ms, wall_s, ...});
-a cold start whose process failed has wall_s null and its error.
+{videos, wall_s, rc, ready}, search_stall and index_stall {ticks, p50_ms, p99_ms, max_ms, wall_s, ...},
+timeline {tracks, drawn, explain_s, show_first_ms, show_ms, select_other_ms, toggle_others_ms,
+hover_ms, click_pick_ms}); a cold start whose process failed has wall_s null and its error.
+``--only timeline`` runs the timeline part alone (seconds, no 10k library).
 """
 
 from __future__ import annotations
@@ -126,11 +130,79 @@ def bench_seek(app, clip: str) -> dict:
     return out
 
 
+def bench_timeline(app, n_tracks: int = 200, reps: int = 10) -> dict:
+    """Show the rule's explanation of a video with ``n_tracks`` tracks in the timeline: the time
+    from ``set_explanation`` to painted (median of ``reps``, and the first), selecting a track
+    that was drawn thin (it gets its own curve), hiding/showing the others, a hover readout and
+    a real mouse click on a curve (pick + seek)."""
+    import numpy as np
+    from PySide6.QtCore import QPointF, Qt
+    from PySide6.QtTest import QTest
+
+    from app.timeline import TimelineWidget
+    from conftest import CUTIN_RULE, many_tracks_records
+    from strived.rules import parse_rule
+    from strived.rules.explain import explain_video
+
+    rec = many_tracks_records(n_tracks=n_tracks)
+    t0 = time.perf_counter()
+    exp = explain_video(rec, parse_rule(CUTIN_RULE))       # the inspect worker's part
+    explain_s = time.perf_counter() - t0
+    tl = TimelineWidget()
+    tl.resize(1000, 420)
+    tl.show()
+    app.processEvents()
+
+    def timed(fn) -> float:
+        t = time.perf_counter()
+        fn()
+        tl.repaint()                      # painted, not only scheduled
+        app.processEvents()
+        return (time.perf_counter() - t) * 1000
+
+    first = timed(lambda: tl.set_explanation(exp, "bench"))
+    shows = [timed(lambda: tl.set_explanation(exp, "bench")) for _ in range(reps)]
+    others = [t for t in tl._order if t >= 0 and t not in tl._focus] or \
+        [t for t in tl._order if t >= 0]
+    sel = [timed(lambda k=k: tl.highlight_track(others[k % len(others)])) for k in range(reps)]
+    tog = [timed(lambda: tl.set_show_others(not tl.show_others)) for _ in range(reps)]
+    if not tl.show_others:
+        tl.set_show_others(True)
+    row = tl.rows[tl.row_names.index("loc_x")]
+    vb = row.plot.getViewBox()
+    hov, clicks = [], []
+    tr = tl._traces[others[0]]
+    for k in range(reps):
+        i = (k * 7) % len(tr.t)
+        scene = vb.mapViewToScene(QPointF(float(tr.t[i]), float(tr.values["loc_x"][i])))
+        hov.append(timed(lambda s=scene: tl._on_scene_mouse_moved(s)))
+        pos = tl.view.mapFromScene(scene)
+        QTest.qWait(QApplication_double_click_ms())    # never a double click
+        clicks.append(timed(lambda p=pos: QTest.mouseClick(tl.view.viewport(),
+                                                           Qt.MouseButton.LeftButton, pos=p)))
+    med = lambda a: round(float(np.median(a)), 1)  # noqa: E731
+    out = {"tracks": tl.track_count(), "drawn": len(tl.drawn_tracks()),
+           "explain_s": round(explain_s, 3), "show_first_ms": round(first, 1),
+           "show_ms": med(shows), "show_max_ms": round(max(shows), 1),
+           "select_other_ms": med(sel), "toggle_others_ms": med(tog), "hover_ms": med(hov),
+           "click_pick_ms": med(clicks), "click_selected": tl.highlighted}
+    tl.close()
+    return out
+
+
+def QApplication_double_click_ms() -> int:  # noqa: N802
+    from PySide6.QtWidgets import QApplication
+
+    return QApplication.styleHints().mouseDoubleClickInterval() + 20
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "strived-bench-app"))
     ap.add_argument("--videos", type=int, default=10000)
     ap.add_argument("--json", default=None, help="also write the figures to this JSON file")
+    ap.add_argument("--tracks", type=int, default=200, help="tracks of the timeline's video")
+    ap.add_argument("--only", choices=["timeline"], default=None, help="run only this part")
     args = ap.parse_args()
     fig: dict = {}
     work = Path(args.work)
@@ -143,6 +215,13 @@ def main() -> int:
     from conftest import make_clip
 
     app = QApplication.instance() or QApplication([])
+    fig["timeline"] = bench_timeline(app, args.tracks)
+    print(f"timeline, {args.tracks}-track video:", fig["timeline"], flush=True)
+    if args.only == "timeline":
+        if args.json:
+            Path(args.json).write_text(json.dumps(fig, indent=1) + "\n", encoding="utf-8")
+            print(f"wrote {args.json}")
+        return 0
     clip720 = BENCH / "videos" / "kr_blackbox_test_video.mp4"
     if not clip720.exists():
         clip720 = work / "gen720.mp4"

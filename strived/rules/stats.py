@@ -69,3 +69,85 @@ def _columns(source) -> TrackColumns:
         return source.columns
     from .scorer import RuleScorer
     return RuleScorer(source).columns
+
+
+def field_hints(source, avails: dict[str, dict] | None = None, fields=STAT_FIELDS,
+                windows_s=WINDOWS_S) -> dict:
+    """What a rule editor shows beside each value: per rule field its value distribution and the
+    distribution of each track's largest change within a window (`field_stats`), and in how many
+    videos it is unknown (``avails``: ``Library.availability()``); the classes of the tracks with
+    how many tracks and videos each. ``source`` as for `field_stats`.
+
+    ``{"n_videos", "n_tracks", "classes": [{"name", "tracks", "videos"}, ...] (most tracks first),
+    "fields": {f: {"unit", "role", "n_units", "value": {...}, "windows": {...},
+    "unknown_videos", "recorded_videos"}}}``. A field without two finite samples on one unit has
+    no ``value``/``windows``; ``unknown_videos``/``recorded_videos`` count the videos whose
+    availability record says the field has no values / says anything about it (videos indexed
+    before availability existed say nothing)."""
+    from ..availability import DERIVED_FROM, field_available
+    from .model import ALL_FIELDS, EGO_FIELDS, FIELD_UNITS
+
+    cols = _columns(source)
+    fields = tuple(fields) + tuple(f for f in ("score",) if f not in fields)
+    st = field_stats(cols, fields, windows_s) if cols.n_videos else \
+        {"n_videos": 0, "n_tracks": 0, "fields": {}}
+    out: dict = {"n_videos": int(cols.n_videos), "n_tracks": int(cols.tracks.n), "classes": [],
+                 "fields": {}}
+    codes = np.asarray(cols.track_cls, dtype=np.int64)
+    owner = np.asarray(cols.tracks.owner, dtype=np.int64)
+    for k, name in enumerate(cols.cls_names):
+        sel = codes == k
+        if sel.any():
+            out["classes"].append({"name": name, "tracks": int(sel.sum()),
+                                   "videos": int(np.unique(owner[sel]).size)})
+    out["classes"].sort(key=lambda c: (-c["tracks"], c["name"]))
+    avails = avails or {}
+    for f in ALL_FIELDS:
+        e = dict(st["fields"].get(f, {}))
+        e.setdefault("role", "ego" if f in EGO_FIELDS else "object")
+        e.setdefault("n_units", 0)
+        e["unit"] = FIELD_UNITS.get(f, "")
+        known = [field_available(av, f) for av in avails.values()]
+        e["unknown_videos"] = sum(k is False for k in known)
+        e["recorded_videos"] = sum(k is not None for k in known)
+        e["derived_from"] = DERIVED_FROM.get(f)
+        out["fields"][f] = e
+    return out
+
+
+def _num_text(x: float, unit: str = "") -> str:
+    """A hint's number: 3 significant digits, no exponent below a million, with its unit."""
+    if not np.isfinite(x):
+        return "n/a"
+    a = abs(x)
+    s = f"{x:,.0f}" if a >= 1000 else f"{x:.3g}" if a >= 5e-4 else "0"
+    return f"{s} {unit}".rstrip() if unit else s
+
+
+def hint_text(hints: dict | None, field: str, *, window_s: float | None = None) -> str:
+    """One line about ``field`` in the library, for the value (``window_s`` None) or for the
+    change within ``window_s`` seconds (the nearest window the statistics have), e.g.
+    "in this library: median 12.3 m, 5–95 % 3.1–48 m; unknown in 4 of 27 videos"."""
+    if not hints:
+        return ""
+    e = (hints.get("fields") or {}).get(field)
+    n_v = int(hints.get("n_videos") or 0)
+    if e is None or n_v == 0:
+        return "in this library: no videos yet" if n_v == 0 else ""
+    unit = e.get("unit", "")
+    bits = []
+    if window_s is None and e.get("value"):
+        v = e["value"]
+        bits.append(f"median {_num_text(v['P50'], unit)}, 5–95 %: "
+                    f"{_num_text(v['P5'])} to {_num_text(v['P95'], unit)}")
+    elif window_s is not None and e.get("windows"):
+        ws = {float(k.rstrip("s")): k for k in e["windows"]}
+        near = min(ws, key=lambda w: (abs(w - float(window_s)), -w))
+        p = e["windows"][ws[near]]
+        bits.append(f"a track's largest change within {near:g} s: median {_num_text(p['P50'], unit)}, "
+                    f"90 % {_num_text(p['P90'], unit)}, 95 % {_num_text(p['P95'], unit)}")
+    else:
+        bits.append("no values of this field")
+    if e.get("recorded_videos"):
+        bits.append(f"unknown in {e['unknown_videos']} of {n_v} videos")
+    return "in this library: " + "; ".join(bits)

@@ -362,3 +362,36 @@ def inspect_video(qtbot, w, video_id):
     with qtbot.waitSignal(w.inspect_finished, timeout=20000):
         click_row(qtbot, w, w.model.row_of(video_id))
     qtbot.waitUntil(lambda: w.player.canvas.image is not None, timeout=5000)
+
+
+def many_tracks_records(video_id="many_tracks", n_tracks=200, duration_s=30.0, hz=10.0,
+                        life_s=8.0, seed=0):
+    """Records of a busy road: ``n_tracks`` car tracks (ids 0..n-1), each seen for ``life_s``
+    seconds at a staggered start. Tracks 0-9 cut in (loc_x 3.5 m -> 0 m within 3 s); the others
+    keep a lane (loc_x about -3.5, 0 or 3.5 m), except track 150, parked far right at loc_x 8 m
+    (alone there: a click on it picks it and no other)."""
+    from strived.records import Track, VideoInfo, VideoRecords
+
+    rng = np.random.default_rng(seed)
+    n = int(round(duration_s * hz))
+    t = np.arange(n) / hz
+    life = int(round(life_s * hz))
+    tracks = []
+    for k in range(n_tracks):
+        start = int((k * 37) % max(1, n - life))
+        pos = np.arange(start, start + life, dtype=np.int64)
+        tt = t[pos] - t[start]
+        if k < 10:
+            loc_x = np.clip(3.5 - 3.5 * (tt - 2.0) / 3.0, 0.0, 3.5)
+        elif k == 150:
+            loc_x = np.full(life, 8.0)
+        else:
+            loc_x = np.full(life, (-3.5, 0.0, 3.5)[k % 3]) + rng.normal(0, 0.05, life)
+        dist = 8.0 + (k % 40) + 0.3 * tt
+        tracks.append(Track(k, "car", pos, {
+            "distance": dist.astype(np.float32), "loc_x": loc_x.astype(np.float32),
+            "loc_z": dist.astype(np.float32), "lane_rel": np.round(loc_x / 3.5).astype(np.float32),
+            "bbox_area": np.full(life, 4000.0, np.float32), "score": np.full(life, 0.9, np.float32)}))
+    return VideoRecords(VideoInfo(video_id, None, hz, n), np.arange(n), t,
+                        {"speed": np.full(n, 12.0), "yaw_rate": np.zeros(n), "accel": np.zeros(n)},
+                        tracks)
