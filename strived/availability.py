@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .records import EGO_FIELDS
+
 EGO_AVAIL_FIELDS = ("speed", "accel", "yaw_rate", "jolt")
 OBJECT_AVAIL_FIELDS = ("distance", "loc_x", "lane_rel")
 AVAIL_FIELDS = EGO_AVAIL_FIELDS + OBJECT_AVAIL_FIELDS
@@ -83,6 +85,13 @@ def complete_availability(rec, default_source: str | None = None) -> dict:
     return out
 
 
+def _coverage(avail: dict, field: str) -> float:
+    """Share of the clip's frames with a value of ``field`` (1.0 when not recorded)."""
+    e = avail.get(DERIVED_FROM.get(field, field))
+    c = e.get("coverage") if isinstance(e, dict) else None
+    return float(c) if isinstance(c, (int, float)) else 1.0
+
+
 def field_available(avail: dict | None, field: str) -> bool | None:
     """Whether ``field`` (a rule field, derived ones included) has values in a video with this
     availability: True / False, or None when the video carries no availability record."""
@@ -107,6 +116,8 @@ def unjudgeable(avails: dict[str, dict], rule, videos=None) -> dict[str, list[st
     that term, as the formula says.) Videos without an availability record are judged."""
     # a sequence rule cannot be judged when one of its steps cannot (every step must be realised)
     parts = list(rule.sequence) if getattr(rule, "sequence", None) is not None else [rule]
+    fractions = [(g.field, g.min_time_fraction) for p in parts for g in p.hard_gates
+                 if g.field in EGO_FIELDS]
     parts = [(list(dict.fromkeys(g.field for g in p.hard_gates)),
               list(dict.fromkeys(s.field for s in p.soft_scores))) for p in parts]
     out: dict[str, list[str]] = {}
@@ -117,6 +128,10 @@ def unjudgeable(avails: dict[str, dict], rule, videos=None) -> dict[str, list[st
         miss: list[str] = []
         for gates, softs in parts:
             miss += [f for f in gates if field_available(av, f) is False and f not in miss]
+            # "for >= x of the clip" on a field estimated on less than x of it: the frames without
+            # a value could decide either way
+            miss += [f for f, frac in fractions if frac is not None and f not in miss
+                     and field_available(av, f) and _coverage(av, f) < frac - 1e-9]
             miss_soft = [f for f in softs if field_available(av, f) is False]
             if softs and len(miss_soft) == len(softs):
                 miss += [f for f in miss_soft if f not in miss]
@@ -133,11 +148,14 @@ def unjudged_notice(unjudged: dict[str, list[str]], avails: dict[str, dict], n_v
     for vid, fields in unjudged.items():
         for f in fields:
             e = (avails.get(vid) or {}).get(DERIVED_FROM.get(f, f)) or {}
-            key = f"{FIELD_WORDS.get(f, f)} not " + ("in the imported records" if e.get("source") == "records"
-                                                    else "estimated from video")
-            reason = e.get("reason")
-            if reason and e.get("source") != "records":
-                key += f" ({reason})"
+            if field_available(avails.get(vid), f):   # judged on a share of the clip too small
+                key = f"{FIELD_WORDS.get(f, f)} known on too little of the clip"
+            else:
+                key = f"{FIELD_WORDS.get(f, f)} not " + ("in the imported records" if e.get("source") == "records"
+                                                        else "estimated from video")
+                reason = e.get("reason")
+                if reason and e.get("source") != "records":
+                    key += f" ({reason})"
             why[key] = why.get(key, 0) + 1
     parts = "; ".join(f"{k}: {n}" for k, n in sorted(why.items(), key=lambda kv: -kv[1])[:4])
     return (f"rule source could not judge {len(unjudged)} of {n_videos} videos (they are not ranked by "

@@ -70,6 +70,9 @@ DARK_ROAD_GRAY = 20.0           # a road region darker than this is not used at 
 ROAD_DELAY_FRAMES = 10          # road fits run this many frames late (static mask learnt first)
 MAX_RESID_RATIO = 0.6           # a pair's road fit must explain its change at least this well
 MAX_MEDIAN_RESID_RATIO = 0.45   # ... and the video's median fit (else: not a flat road ahead)
+NOT_ROAD_LOCAL_S = 1.5          # ... judged over the pairs within +-1.5 s (a busy, turning or occluded stretch
+                                # does not void the rest of the clip)
+NOT_ROAD_MIN_KEPT = 0.3         # ... unless fewer than 30 % of the fitted pairs pass: then the whole video
 HORIZON_SD_FLOOR_PX = 2.0       # per-pair horizon precision is never taken as better than this
 HORIZON_LOCAL_S = 1.5
 HORIZON_MID_ROW = 0.25           # ... translation flow measured a quarter frame height below the horizon
@@ -506,6 +509,22 @@ class EgoMotionEstimator:
         w_far_off = False
         ratios = [st.fit_ratio for st in self.steps if np.isfinite(st.fit_ratio)]
         not_road = bool(ratios) and float(np.median(ratios)) > MAX_MEDIAN_RESID_RATIO
+        local_bad = np.zeros(m, bool)
+        if not_road:
+            # judged locally first: the stretches where the road fits (the median over the pairs
+            # within +-NOT_ROAD_LOCAL_S) keep their measurements when they are a fair share of the clip
+            t_pair = np.array([self.t_s[st.j] for st in self.steps])
+            fr = np.array([st.fit_ratio for st in self.steps])
+            for k in range(m):
+                near_k = (np.abs(t_pair - t_pair[k]) <= NOT_ROAD_LOCAL_S) & np.isfinite(fr)
+                local_bad[k] = not near_k.any() or float(np.median(fr[near_k])) > MAX_MEDIAN_RESID_RATIO
+            fitted = np.isfinite(v)
+            if fitted.sum() and (fitted & ~local_bad).sum() >= max(MIN_STEPS_FOR_SPEED + 1,
+                                                                   NOT_ROAD_MIN_KEPT * fitted.sum()):
+                not_road = False
+                v[local_bad] = w_road[local_bad] = p_rate[local_bad] = np.nan
+            else:
+                local_bad[:] = False
         if not_road:
             change = [st.resid_still for st in self.steps if np.isfinite(st.resid_still)]
             if float(np.median(change)) < SMOOTH_ROAD_CHANGE:
@@ -544,7 +563,9 @@ class EgoMotionEstimator:
         if not not_road and self._upside_down():
             spin = [True]
         # most road fits rejected although the road had texture: the view is not a road ahead
-        attempted = sum(1 for st in self.steps if not st.frozen and st.road_pixels >= ROAD_MIN_PIXELS)
+        # (over the stretches judged to show a road, when only some do)
+        attempted = sum(1 for k, st in enumerate(self.steps)
+                        if not st.frozen and st.road_pixels >= ROAD_MIN_PIXELS and not local_bad[k])
         if not not_road and attempted >= 5 and np.isfinite(v).sum() < 0.3 * attempted:
             spin = [True]
         if spin and np.mean(spin) > 0.25 and not not_road:

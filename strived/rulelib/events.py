@@ -525,12 +525,29 @@ VIDEO_GATES_AT: dict[str, str] = {
     "cut_out": "start", "overtaken_left": "start", "overtaken_right": "start",
 }
 
+# Ego speed from video resolves about +-0.3 m/s per frame pair (perception.egomotion: SPEED_SIGMA_FLOOR):
+# on video, a gate asking for a speed below this floor ("standing still": speed < 0.3 m/s) would
+# fail on a stopped car whose estimate wanders by that much, so such gates ask for < the floor.
+VIDEO_SPEED_FLOOR_MPS = 0.5
+
+# Contact is not observable in ranged tracks, but an impact on the ego shakes the camera: on video,
+# collision events also read the camera's jolt (the sudden image motion perception publishes).
+VIDEO_JOLT: dict[str, dict] = {
+    k: {"type": "temporal_change", "field": "jolt", "window_seconds": 1.0, "magnitude": 0.3,
+        "direction": "positive", "weight": 0.5}
+    for k in ("collision", "ego_collision", "rear_end")
+}
+
 
 def video_form(key: str) -> dict:
     """The event's rule form for the ``video`` calibration profile (starting numbers)."""
     import copy
 
     form = starting_rule(key)
+    if "sequence" not in form:
+        form["hard_gates"] = [{**g, "value": VIDEO_SPEED_FLOOR_MPS}
+                              if g["field"] == "speed" and g["op"] in ("lt", "le") and 0 <= g["value"] < VIDEO_SPEED_FLOOR_MPS
+                              else g for g in form.get("hard_gates") or []]
     if "sequence" in form or form["entity"]["role"] != "object" or not form.get("hard_gates") \
             or not form.get("soft_scores") or form["entity"].get("agg_mode") != "any" \
             or form["entity"].get("selection") != "any" \
@@ -538,6 +555,8 @@ def video_form(key: str) -> dict:
             or any(g.get("min_time_fraction") is not None for g in form["hard_gates"]):
         return form
     desc = form["description"]
+    if key in VIDEO_JOLT:
+        form = {**form, "soft_scores": list(form["soft_scores"]) + [dict(VIDEO_JOLT[key])]}
     if VIDEO_GATES_AT.get(key, "end") == "end":
         step = as_step(form, "moves (gates on the moving track)")
         steps = [step]

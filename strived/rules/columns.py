@@ -421,15 +421,16 @@ class TrackColumns:
         return self._cached(key, lambda idx: _per_unit_chunks(*self.series_for(field_name), idx, _mean))
 
     def fraction_satisfying(self, field_name: str, op: str, value: float) -> np.ndarray:
-        """Per-track fraction of valid samples where op(field, value) holds (not cached)."""
+        """Per-unit fraction of the unit's samples where op(field, value) holds (not cached). A
+        sample without a value does not hold: "for 80 % of the clip" is not met by the 26 % of it
+        that has an estimate (`availability.unjudgeable` says when the rest could decide it)."""
         s, v = self.series_for(field_name)
         valid = ~np.isnan(v)
         ok = _compare(v, op, value) & valid
         st = s.sample_track()
         n_ok = np.bincount(st, weights=ok, minlength=s.n)
-        n_valid = np.bincount(st, weights=valid, minlength=s.n)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(n_valid > 0, n_ok / np.maximum(n_valid, 1), 0.0)
+        n_all = np.bincount(st, minlength=s.n).astype(np.float64)
+        return np.where(n_all > 0, n_ok / np.maximum(n_all, 1), 0.0)
 
 
 # ---------------------------------------------------------------------- identities and cache files

@@ -183,8 +183,9 @@ def explain_video(rec: VideoRecords, rule: Rule) -> Explanation:
         else:
             met = []
             for u in src:
-                vals = [v for v in u.values[g.field] if not math.isnan(v)]
-                if vals and sum(op_holds(v, g.op, g.value) for v in vals) / len(vals) >= g.min_time_fraction - 1e-12:
+                allv = list(u.values[g.field])
+                vals = [v for v in allv if not math.isnan(v)]
+                if vals and sum(op_holds(v, g.op, g.value) for v in vals) / len(allv) >= g.min_time_fraction - 1e-12:
                     met.append(u)
         gate_results[name] = bool(met)
         gate_units[name] = met

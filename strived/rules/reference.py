@@ -113,7 +113,8 @@ def gate_holds(rec: VideoRecords, cands, g) -> bool:
         flags = [op_holds(v, g.op, g.value) for v in values if not math.isnan(v)]
         if g.min_time_fraction is None:
             return any(flags)
-        return bool(flags) and sum(flags) / len(flags) >= g.min_time_fraction - 1e-12
+        # over all the unit's samples: one without a value does not hold
+        return bool(flags) and sum(flags) / len(values) >= g.min_time_fraction - 1e-12
     if g.field in EGO_FIELDS:
         return unit_ok(rec.t, ego_series(rec, g.field))
     return any(unit_ok(rec.t[tr.pos], track_series(rec, tr, g.field)) for tr in cands)

@@ -137,3 +137,46 @@ def test_fusion_gives_an_unjudged_video_the_rules_expected_term(tmp_path):
     bm25_term = 1.0 / (RRF_K + b["rank"]) if b["rank"] else 0.0
     assert abs(hit["video"].score - (bm25_term + 1.0 / (RRF_K + 1))) < 1e-12
     lib.close()
+
+
+STILL = {"event": "ego_stationary", "entity": {"role": "ego"},
+         "hard_gates": [{"field": "speed", "op": "lt", "value": 0.3, "min_time_fraction": 0.8}],
+         "soft_scores": []}
+
+
+def _partial_library(tmp_path):
+    """Three stopped clips: speed known on all frames, on 90 % (the rest unknown) and on 26 %."""
+    from strived.availability import measure_availability
+
+    lib = Library.open(tmp_path / "lib", create=True)
+    recs = []
+    for vid, known in (("full", 1.0), ("most", 0.9), ("little", 0.26)):
+        r = synth_video(vid, seed=3)
+        n = len(r.t)
+        r.ego["speed"][:] = 0.0
+        r.ego["speed"][int(round(known * n)):] = np.nan
+        r.info.attrs["perception"] = {"perception_version": 2}
+        r.info.attrs["availability"] = measure_availability(r)
+        recs.append(r)
+    lib.add_videos(recs)
+    return lib
+
+
+def test_a_fraction_of_the_clip_is_not_met_by_the_part_with_an_estimate(tmp_path):
+    from strived.rules import RuleScorer
+    from strived.rules.model import Rule
+    from strived.rules.reference import score_video
+
+    lib = _partial_library(tmp_path)
+    rule = Rule.from_dict(STILL)
+    fast = dict(RuleScorer(lib).score(rule).ranking())
+    naive = {v: score_video(lib.get_video(v), rule) for v in ("full", "most", "little")}
+    assert naive == {"full": 1.0, "most": 1.0, "little": 0.0}
+    assert {v: fast.get(v, 0.0) for v in naive} == naive
+    # search: the 26 % clip is not "stationary for 80 % of the clip" and not a non-match either
+    resp = engine.search(lib, "the ego car is standing still", rule=STILL, sources=("rule",))
+    assert {h.video_id for h in resp.hits} == {"full", "most"}
+    assert resp.rule_unjudged == {"little": ["speed"]}
+    note = [n for n in resp.notices if "could not judge" in n]
+    assert note and "ego speed known on too little of the clip: 1" in note[0]
+    lib.close()

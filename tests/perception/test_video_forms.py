@@ -5,7 +5,7 @@ import pytest
 
 from strived.records import VideoInfo, VideoRecords
 from strived.rulelib import library as L
-from strived.rulelib.events import EVENT_KEYS, starting_rule, video_form
+from strived.rulelib.events import EVENT_KEYS, VIDEO_JOLT, VIDEO_SPEED_FLOOR_MPS, starting_rule, video_form
 from strived.rules.model import parse_rule
 from strived.rules.scorer import RuleScorer
 
@@ -54,7 +54,18 @@ def test_video_forms_parse_and_keep_non_object_events():
         parse_rule(f)
         base = starting_rule(k)
         if "sequence" in base or base.get("entity", {}).get("role") == "ego":
-            assert f == base
+            # ego forms keep their numbers, except speed gates below what video resolves
+            floored = [{**g, "value": VIDEO_SPEED_FLOOR_MPS} if g["field"] == "speed" and g["op"] in ("lt", "le")
+                       and 0 <= g["value"] < VIDEO_SPEED_FLOOR_MPS else g for g in base.get("hard_gates") or []]
+            assert f == ({**base, "hard_gates": floored} if "sequence" not in base else base)
+    assert video_form("ego_stationary")["hard_gates"][0]["value"] == VIDEO_SPEED_FLOOR_MPS
+    assert starting_rule("ego_stationary")["hard_gates"][0]["value"] < VIDEO_SPEED_FLOOR_MPS
+    assert video_form("reverse") == starting_rule("reverse")            # speed < -0.5: not a floor case
+    # collision events read the camera jolt on video
+    for k in VIDEO_JOLT:
+        steps = video_form(k)["sequence"]
+        assert any(c["field"] == "jolt" for c in steps[-1]["soft_scores"])
+        assert not any(c["field"] == "jolt" for c in (starting_rule(k).get("soft_scores") or []))
     assert video_form("lane_change") == starting_rule("lane_change")     # consensus: unchanged
     seq = video_form("cut_in_right")["sequence"]
     assert len(seq) == 1 and seq[0]["hard_gates"] and seq[0]["soft_scores"]

@@ -281,6 +281,7 @@ def calibrate_library(scorer, labels: WeakLabels, events: list[str] | None = Non
                                   f"{MIN_POSITIVES}): too few to fit numbers without overfitting; "
                                   "starting numbers kept"))
     report(progress, "calibrate", len(keys), len(keys))
+    _inherit_from_parents(entries)
     prov = dict(provenance or {})
     prov.setdefault("proposer", kw.get("proposer", "optimizer"))
     prov.setdefault("seed", kw.get("seed", 0))
@@ -290,3 +291,61 @@ def calibrate_library(scorer, labels: WeakLabels, events: list[str] | None = Non
     lib = RuleLibrary(entries, prov, datetime.datetime.now(datetime.timezone.utc)
                       .isoformat(timespec="seconds"))
     return lib, reports
+
+
+def _rule_units(rule: dict) -> list[dict]:
+    """The parts of a rule dict that carry gates and soft scores: its steps, or itself."""
+    return list(rule["sequence"]) if rule.get("sequence") else [rule]
+
+
+def inherit_numbers(child: dict, parent: dict) -> tuple[dict, list[str]]:
+    """``child`` with the numbers of the gates and soft scores it shares with ``parent`` (same
+    field and operator; same type, field and direction), unit by unit when both have the same
+    shape and the units are about the same entity (ego or other road user). Returns (new rule
+    dict, what was taken)."""
+    import copy
+
+    out = copy.deepcopy(child)
+    cu, pu = _rule_units(out), _rule_units(parent)
+    if len(cu) != len(pu):
+        return out, []
+    taken = []
+    for c, p in zip(cu, pu):
+        if (c.get("entity") or {}).get("role") != (p.get("entity") or {}).get("role"):
+            continue    # the ego's speed is not the lead car's
+        for g in c.get("hard_gates") or []:
+            m = [h for h in p.get("hard_gates") or [] if h["field"] == g["field"] and h["op"] == g["op"]]
+            if len(m) == 1 and m[0]["value"] != g["value"]:
+                taken.append(f"{g['field']} {g['op']} {g['value']:g} -> {m[0]['value']:g}")
+                g["value"] = m[0]["value"]
+        for sc in c.get("soft_scores") or []:
+            m = [q for q in p.get("soft_scores") or [] if q["type"] == sc["type"] and q["field"] == sc["field"]
+                 and q.get("direction") == sc.get("direction")]
+            if len(m) != 1:
+                continue
+            for k in ("window_seconds", "magnitude", "min_duration_seconds"):
+                if m[0].get(k) is not None and sc.get(k) is not None and m[0][k] != sc[k]:
+                    taken.append(f"{sc['field']} {k} {sc[k]:g} -> {m[0][k]:g}")
+                    sc[k] = m[0][k]
+    return out, taken
+
+
+def _inherit_from_parents(entries: dict) -> None:
+    """An event with too few positives to calibrate takes, for the gates and soft scores it shares
+    with its calibrated parent event, the parent's fitted numbers: both read the same perception
+    (e.g. a rear-end is a collision with the car ahead: ranging at contact range fails the same
+    way), and the parent's numbers were fitted on several positives instead of none."""
+    from ..events import EVENT_KEYS, get_event
+
+    for key, e in list(entries.items()):
+        ev = get_event(key) if key in EVENT_KEYS else None
+        par = entries.get(ev.parent) if ev is not None and ev.parent else None
+        if e.calibrated or par is None or not par.calibrated:
+            continue
+        rule, taken = inherit_numbers(e.rule, par.rule)
+        if not taken:
+            continue
+        parse_rule(rule)   # still a valid rule
+        e.rule = parse_rule(rule).to_dict()
+        e.note = ((e.note + "; ") if e.note else "") + (
+            f"numbers shared with the calibrated parent event '{ev.parent}' taken from it: " + ", ".join(taken))
