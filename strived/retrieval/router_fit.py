@@ -11,7 +11,9 @@ triple per kind of query from labelled queries:
 - candidate triples: every (rule, dense, bm25) in {0, 0.25, 0.5, 1}³ with a 1 (the main source);
 - objective: mean average precision of the weighted-RRF fusion (k = 60) over the training queries
   of that kind; a kind with fewer than ``MIN_QUERIES`` training queries uses the triple fitted on
-  all training queries; ties go to the triple closest to equal weights (the least committal).
+  all training queries; ties go to the triple closest to equal weights (the least committal);
+- prior: a cell keeps the word-list router's per-query weights (``"wordlist"``) unless a fixed
+  triple beats them by ``MIN_GAIN`` mean AP on its training queries.
 
 `strived eval` fits it on the other queries only (leave one query out), so its numbers are
 out-of-sample; the shipped ``resources/router.json`` is fitted on every bench-dev query.
@@ -31,8 +33,9 @@ from .metrics import average_precision
 SOURCES = ("rule", "dense", "bm25")
 GRID = (0.0, 0.25, 0.5, 1.0)
 MIN_QUERIES = 3
-MIN_GAIN = 0.10   # a fitted triple replaces equal weights only when it gains this much mean AP
+MIN_GAIN = 0.10   # a fitted triple replaces the word-list weights only when it gains this much mean AP
 FORMAT = "strived.router/1"
+WORDLIST = "wordlist"   # a cell that keeps the word-list router's per-query weights
 
 
 def candidate_weights() -> list[dict[str, float]]:
@@ -70,33 +73,41 @@ def _ap(ex: Example, w: dict[str, float]) -> float:
     return average_precision(fused, ex.relevant, ex.ambiguous)
 
 
-def _best(examples: list[Example], min_gain: float = MIN_GAIN) -> tuple[dict[str, float], float]:
-    """The triple with the best mean AP, unless it beats equal weights by less than ``min_gain``
-    (a handful of labelled queries cannot justify a small difference: equal weights then)."""
-    grid = candidate_weights()
-    equal = grid[0]
-    base = sum(_ap(ex, equal) for ex in examples) / len(examples)
-    best_w, best = equal, base
-    for w in grid[1:]:
+def wordlist_weights(query: "str | ParsedQuery") -> dict[str, float]:
+    """The word-list router's weights for ``query`` (the prior a fitted cell must beat)."""
+    from .router import offline_route
+
+    w = offline_route(query).weights
+    return {s: float(w.get(s, 0.0)) for s in SOURCES}
+
+
+def _best(examples: list[Example], min_gain: float = MIN_GAIN) -> tuple["dict[str, float] | str", float]:
+    """The fixed triple with the best mean AP, unless it beats the word-list router's per-query
+    weights by less than ``min_gain`` (a handful of labelled queries cannot justify a small
+    difference: the word-list router then, ``WORDLIST``). The word-list router is the prior because
+    it was measured better than equal weights out of sample on both the video and the record items
+    of bench-dev (docs/report/perception_v2/eval_*_s3.json)."""
+    base = sum(_ap(ex, wordlist_weights(ex.query)) for ex in examples) / len(examples)
+    best_w, best = None, -1.0
+    for w in candidate_weights():
         m = sum(_ap(ex, w) for ex in examples) / len(examples)
         if m > best + 1e-12:
             best_w, best = w, m
     if best < base + min_gain:
-        return dict(equal), base
+        return WORDLIST, base
     return best_w, best
 
 
 @dataclass
 class FittedRouter:
-    cells: dict[str, dict[str, float]]
-    default: dict[str, float]
+    cells: "dict[str, dict[str, float] | str]"
+    default: "dict[str, float] | str"
     provenance: dict = field(default_factory=dict)
 
     def weights(self, query: "str | ParsedQuery", dense_kind: str = "text") -> tuple[dict[str, float], str]:
         kind = query_kind(query, dense_kind)
-        if kind in self.cells:
-            return dict(self.cells[kind]), kind
-        return dict(self.default), kind
+        w = self.cells.get(kind, self.default)
+        return (wordlist_weights(query) if w == WORDLIST else dict(w)), kind
 
     def to_dict(self) -> dict:
         return {"format": FORMAT, "provenance": self.provenance, "default": self.default,
@@ -114,7 +125,9 @@ class FittedRouter:
         if not isinstance(d, dict) or d.get("format") != FORMAT:
             raise ValueError(f"{path}: not a {FORMAT} file")
 
-        def weights(x) -> dict[str, float]:
+        def weights(x) -> "dict[str, float] | str":
+            if x == WORDLIST:
+                return WORDLIST
             w = {s: float(x[s]) for s in SOURCES}
             if any(v < 0 or v > 1 for v in w.values()) or max(w.values()) <= 0:
                 raise ValueError(f"{path}: weights must be in [0, 1] with one positive")

@@ -39,13 +39,34 @@ def test_kind_with_too_few_queries_uses_the_global_fit():
     assert kind not in fr.cells and w == fr.default
 
 
-def test_ties_keep_equal_weights_and_the_grid_has_a_main_source():
+def test_ties_keep_the_word_list_weights_and_the_grid_has_a_main_source():
+    from strived.retrieval.router_fit import WORDLIST, wordlist_weights
+
     grid = candidate_weights()
     assert grid[0] == {"rule": 1.0, "dense": 1.0, "bm25": 1.0}
     assert all(max(w.values()) == 1.0 for w in grid)
     same = {"rule": ITEMS, "dense": ITEMS, "bm25": ITEMS}
-    fr = fit_router([Example("x", same, {"v3"}, set(), "k")] * 3)
-    assert fr.default == {"rule": 1.0, "dense": 1.0, "bm25": 1.0}
+    q = "the ego car brakes hard"
+    fr = fit_router([Example(q, same, {"v3"}, set(), "k")] * 3)
+    assert fr.default == WORDLIST and fr.cells == {"k": WORDLIST}
+    w, _ = fr.weights(q)
+    assert w == wordlist_weights(q) and w != {"rule": 1.0, "dense": 1.0, "bm25": 1.0}
+
+
+def test_a_word_list_cell_round_trips(tmp_path):
+    from strived.retrieval.router_fit import WORDLIST
+
+    fr = FittedRouter({"ego|n/a|plain|text": WORDLIST}, {"rule": 1.0, "dense": 1.0, "bm25": 0.25}, {})
+    p = tmp_path / "router.json"
+    fr.save(p)
+    back = FittedRouter.load(p)
+    assert back.cells == {"ego|n/a|plain|text": WORDLIST}
+    # the shipped router loads and answers
+    from strived.retrieval.router_fit import shipped_router
+    sr = shipped_router()
+    assert sr is not None and sr.provenance.get("prior") == "wordlist"
+    w, kind = sr.weights("a car cuts in from the left")
+    assert set(w) == {"rule", "dense", "bm25"} and max(w.values()) > 0
 
 
 def test_save_load_round_trip_and_validation(tmp_path):
