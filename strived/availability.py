@@ -121,9 +121,15 @@ def unjudgeable(avails: dict[str, dict], rule, videos=None) -> dict[str, list[st
     parts = [(list(dict.fromkeys(g.field for g in p.hard_gates)),
               list(dict.fromkeys(s.field for s in p.soft_scores))) for p in parts]
     out: dict[str, list[str]] = {}
+    memo: dict[int, list[str]] = {}   # videos often share one availability record (same object)
     for vid in (avails if videos is None else videos):
         av = avails.get(vid)
         if not av:
+            continue
+        known = memo.get(id(av))
+        if known is not None:
+            if known:
+                out[vid] = list(known)
             continue
         miss: list[str] = []
         for gates, softs in parts:
@@ -135,8 +141,9 @@ def unjudgeable(avails: dict[str, dict], rule, videos=None) -> dict[str, list[st
             miss_soft = [f for f in softs if field_available(av, f) is False]
             if softs and len(miss_soft) == len(softs):
                 miss += [f for f in miss_soft if f not in miss]
+        memo[id(av)] = miss
         if miss:
-            out[vid] = miss
+            out[vid] = list(miss)
     return out
 
 

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from .errors import SourceUnavailable, StrivedError
+from .errors import Cancelled, SourceUnavailable, StrivedError
 from .jobs import CancelFn, ProgressFn, check_cancel, report
 from .query import ParsedQuery, parse_query
 from .retrieval.fusion import RRF_K, weighted_rrf
@@ -183,12 +183,14 @@ def rule_unjudged(library, rule: "Rule | dict[str, Rule]") -> dict[str, list[str
 
 
 def rule_ranking(library, rule: "Rule | dict[str, Rule]", binarize: bool = False,
-                 unjudged: dict[str, list[str]] | None = None) -> list[tuple[str, float, int]]:
+                 unjudged: dict[str, list[str]] | None = None,
+                 cancel: CancelFn = None) -> list[tuple[str, float, int]]:
     """(video_id, score, peak_track) of videos with a score > 0, best first (ties by id).
 
     ``rule`` may be {profile: rule}: each video is then scored by its calibration profile's rule.
     Videos the rule cannot evaluate (``rule_unjudged``; pass it as ``unjudged`` when already
-    computed) are left out: unknown is neither a match nor a non-match."""
+    computed) are left out: unknown is neither a match nor a non-match. ``cancel`` is checked per
+    profile and inside the scorer (per gate, soft score and chunk of a feature computed)."""
     import numpy as np
 
     if unjudged is None and hasattr(library, "availability"):
@@ -203,7 +205,8 @@ def rule_ranking(library, rule: "Rule | dict[str, Rule]", binarize: bool = False
         prof = library.video_profiles()
         res = None
         for p, r in rule.items():
-            rp = scorer.score(r, binarize=binarize)
+            check_cancel(cancel)
+            rp = scorer.score(r, binarize=binarize, cancel=cancel)
             if res is None:
                 res = copy.copy(rp)
                 res.scores = np.zeros_like(rp.scores)
@@ -212,7 +215,7 @@ def rule_ranking(library, rule: "Rule | dict[str, Rule]", binarize: bool = False
             res.scores[sel] = rp.scores[sel]
             res.peak_track[sel] = rp.peak_track[sel]
     else:
-        res = scorer_for(library).score(rule, binarize=binarize)
+        res = scorer_for(library).score(rule, binarize=binarize, cancel=cancel)
     ids = res.video_ids
     ok = res.scores > 0
     if unjudged:
@@ -229,15 +232,59 @@ def json_key(rule: Rule) -> str:
     return json.dumps(rule.to_dict(), sort_keys=True)
 
 
-def _dense(library, query: str, top_k: int | None):
-    from .retrieval.sources import dense_ranking
+_preloads: dict[tuple, threading.Thread] = {}
+_preload_lock = threading.Lock()
 
+
+def _wait_preload(key: tuple, fn, cancel: CancelFn, poll_s: float = 0.02) -> None:
+    """Run ``fn()``, a load that cannot stop part-way (a model, an index's files) and uses no
+    database connection, in a helper thread, and wait for it while checking ``cancel``. A cancel
+    returns at once (Cancelled) and lets the load finish by itself: it fills the process caches
+    the next search reuses (a search meanwhile waits on the same thread instead of loading
+    twice). Errors are left to the call that follows, which reports them."""
+    def run():
+        try:
+            fn()
+        except BaseException:  # noqa: BLE001  (reported by the ranking call that follows)
+            pass
+    with _preload_lock:
+        t = _preloads.get(key)
+        if t is None or not t.is_alive():
+            t = threading.Thread(target=run, name="strived-preload", daemon=True)
+            _preloads[key] = t
+            t.start()
+    while t.is_alive():
+        t.join(poll_s)
+        check_cancel(cancel)
+
+
+def _dense(library, query: str, top_k: int | None, cancel: CancelFn = None):
+    from .retrieval.sources import dense_ranking, library_embedder, open_dense_index
+
+    if cancel is not None:
+        # a process's first dense search opens the index (~0.5 s at 10k videos) and loads the
+        # text model (0.15 s numpy; torch: 2-8 s): done in a helper thread, so a cancel is seen
+        try:
+            emb = library_embedder(library)          # reads the library: on this thread
+        except Exception:  # noqa: BLE001  (dense_ranking says what is wrong)
+            emb = None
+        if emb is not None:
+            def preload():
+                if len(open_dense_index(library, emb)) == 0:
+                    emb.load()                       # what dense_ranking checks for an empty index
+                else:
+                    emb.embed_texts([query])
+
+            _wait_preload((str(library.folder), emb.name), preload, cancel)
+    check_cancel(cancel)
     return dense_ranking(library, query, top_k=top_k)
 
 
-def _bm25(library, query: str, top_k: int | None):
+def _bm25(library, query: str, top_k: int | None, cancel: CancelFn = None):
     from .retrieval.sources import bm25_ranking
 
+    # checked before and after (the caller): its first load (0.3 s at 10k videos) reads the
+    # library's connection, so it is not moved to a helper thread like the dense one
     return bm25_ranking(library, query, top_k=top_k)
 
 
@@ -292,7 +339,7 @@ def warm_rule_features(library, progress: ProgressFn = None, cancel: CancelFn = 
     for k, (key, r) in enumerate(todo.values()):
         check_cancel(cancel)
         report(progress, "features", k, len(todo), item=key)
-        scorer.score(r)
+        scorer.score(r, cancel=cancel)
     report(progress, "features", len(todo), len(todo))
     return len(todo)
 
@@ -395,7 +442,7 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
                 if note:
                     notices.append(note)
             rr = rule_hits if rule_hits is not None else \
-                rule_ranking(library, rule_of if rule_of else rule_obj, unjudged=unjudged)
+                rule_ranking(library, rule_of if rule_of else rule_obj, unjudged=unjudged, cancel=cancel)
             timings["rule"] = (time.perf_counter() - t1) * 1e3
             if rr:
                 r_ids, r_scores, r_peaks = zip(*rr)
@@ -413,13 +460,16 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
     for name, fn in (("dense", _dense), ("bm25", _bm25)):
         if name not in sources:
             continue
+        check_cancel(cancel)
         t0 = time.perf_counter()
         try:
-            out = fn(library, query, None)
+            out = fn(library, query, None, cancel)
             rankings[name] = [r[0] for r in out]
             scores[name] = {r[0]: float(r[1]) for r in out}
             if name == "dense":
                 dense_spans = {r[0]: tuple(r[2]) for r in out if len(r) > 2 and r[2] is not None}
+        except Cancelled:
+            raise
         except StrivedError as e:  # a source that cannot run is left out, loudly
             notices.append(f"{name} source skipped: {e}")
         except Exception as e:  # noqa: BLE001  (a broken source must not take the search down)
@@ -475,6 +525,7 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
     if rel_model is not None and sorted(rel_model.provenance.get("sources", [])) != sorted(used):
         rel_model = None          # fitted on full three-source searches only
     for k, (vid, sc) in enumerate(fused, start=1):
+        check_cancel(cancel)
         span = steps = None
         if k <= span_k and rule_obj is not None and vid in scores.get("rule", {}):
             from .rules.explain import peak_span

@@ -110,16 +110,54 @@ class CachedTextEmbedder:
     def embed_segments(self, video, segments) -> np.ndarray:
         return self.embed_texts([s[3] for s in segments])
 
+    def missing(self, texts: Sequence[str]) -> list[str]:
+        """The distinct texts of ``texts`` that the cache does not hold."""
+        by_key = {hashlib.sha1((self.tag + t).encode()).hexdigest(): t for t in texts}
+        keys = list(by_key)
+        for i in range(0, len(keys), 900):
+            part = keys[i:i + 900]
+            for (k,) in self.db.execute(f"SELECT key FROM emb WHERE key IN ({','.join('?' * len(part))})", part):
+                by_key.pop(k, None)
+        return list(by_key.values())
 
-def build(cache_root: Path, n: int, echo: Echo = print) -> tuple[Path, dict]:
+
+#: build stages, in order; each is resumable and recorded in ``BUILDING.json`` when done
+STAGES = ("import", "texts", "embed", "dense", "columns", "bm25")
+IMPORT_BATCH = 500
+#: distinct texts per embedding call of the build: sorted by length first, so a chunk's batches
+#: pad little (each chunk is committed to the embedding cache as it finishes)
+EMBED_CHUNK = 1024
+#: texts per forward pass in the build (measured on this 2-core CPU: see docs/scale.md)
+EMBED_BATCH = 32
+
+
+def _load_state(folder: Path, n: int) -> dict | None:
+    try:
+        st = json.loads((folder / "BUILDING.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if st.get("videos") != n or st.get("version") != BUILD_VERSION or not isinstance(st.get("stages"), dict):
+        return None
+    return st
+
+
+def _save_state(folder: Path, st: dict) -> None:
+    tmp = folder / f"BUILDING.json.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(st, indent=1))
+    tmp.replace(folder / "BUILDING.json")
+
+
+def build(cache_root: Path, n: int, echo: Echo = print, *, threads: int | None = None,
+          stage_processes: bool = False) -> tuple[Path, dict]:
     """The library of ``n`` synthetic videos under ``cache_root/lib-N`` (built unless a complete
-    build of this version is there); returns (folder, build info)."""
-    from ..retrieval.sources import ensure_text_index, get_default_embedder
-    from ..retrieval.summaries import build_texts
-    from ..rules import RuleScorer
-    from ..store import Library
-    from .synth import make_video
+    build of this version is there); returns (folder, build info).
 
+    Resumable: an interrupted build continues where it stopped (``BUILDING.json`` records the
+    stages done and how far the import went, with the generator's state after the last committed
+    batch of videos; texts, embeddings and the dense index are incremental, and the embeddings of
+    finished chunks are in ``CACHE/embeddings.sqlite``). ``threads`` sets torch's threads for the
+    embedding stage; ``stage_processes`` runs every stage in a process of its own (its memory is
+    given back between stages, and a stage runs the code as it is when the stage starts)."""
     cache_root.mkdir(parents=True, exist_ok=True)
     folder = cache_root / f"lib-{n}"
     done = folder / "BUILT.json"
@@ -131,43 +169,175 @@ def build(cache_root: Path, n: int, echo: Echo = print) -> tuple[Path, dict]:
                 return folder, info
         except (ValueError, KeyError):
             pass
-    shutil.rmtree(folder, ignore_errors=True)
-    t_all = time.perf_counter()
-    lib = Library.open(folder, create=True)
+    st = _load_state(folder, n) if folder.is_dir() else None
+    if st is None:
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        st = {"videos": n, "version": BUILD_VERSION, "stages": {}, "imported": 0, "runs": 0}
+    else:
+        echo(f"resuming the build in {folder} (stages done: {', '.join(st['stages']) or 'none'}; "
+             f"{st.get('imported', 0):,} videos imported)")
+    st["runs"] = int(st.get("runs", 0)) + 1
+    _save_state(folder, st)
+    for stage in STAGES:
+        if stage in st["stages"]:
+            continue
+        if stage_processes:
+            env = _child_env()
+            cmd = [sys.executable, "-m", "strived.evaluation.scale", "--stage", stage, str(cache_root), str(n)]
+            if threads:
+                cmd += ["--threads", str(threads)]
+            r = subprocess.run(cmd, env=env)
+            if r.returncode != 0:
+                raise RuntimeError(f"build stage {stage} failed ({r.returncode})")
+            st = _load_state(folder, n) or st
+            if stage not in st["stages"]:
+                raise RuntimeError(f"build stage {stage} did not finish")
+        else:
+            run_stage(stage, cache_root, n, echo, threads=threads)
+            st = _load_state(folder, n) or st
+    info = _finish(folder, st)
+    return folder, info
+
+
+def _finish(folder: Path, st: dict) -> dict:
+    import sqlite3 as _sq
+
+    c = _sq.connect(f"file:{folder / 'library.sqlite'}?mode=ro", uri=True)
+    n_seg = c.execute("SELECT COUNT(*) FROM segments").fetchone()[0]
+    c.close()
+    stages = st["stages"]
+    n = st["videos"]
+    info = {"videos": n, "version": BUILD_VERSION,
+            "build_s": round(sum(float(v) for v in stages.values()), 1),
+            "import_s": round(stages.get("import", 0.0), 1), "texts_s": round(stages.get("texts", 0.0), 1),
+            "texts_ms_per_video": round(stages.get("texts", 0.0) / max(n, 1) * 1e3, 3),
+            "embed_s": round(stages.get("embed", 0.0), 1), "dense_s": round(stages.get("dense", 0.0), 1),
+            "columns_s": round(stages.get("columns", 0.0), 1), "bm25_s": round(stages.get("bm25", 0.0), 1),
+            "segments": int(n_seg), "texts_embedded": int(st.get("texts_embedded", 0)),
+            "embed_texts_per_s": st.get("embed_texts_per_s"), "build_runs": st.get("runs", 1),
+            "dense_vectors": "real"}
+    (folder / "BUILT.json").write_text(json.dumps(info, indent=1))
+    return info
+
+
+def run_stage(stage: str, cache_root: Path, n: int, echo: Echo = print, *, threads: int | None = None) -> None:
+    """Run one build stage of ``cache_root/lib-N`` (resuming it where it stopped) and record it."""
+    from ..store import Library
+
+    folder = cache_root / f"lib-{n}"
+    st = _load_state(folder, n)
+    if st is None:
+        raise RuntimeError(f"{folder} has no build in progress")
+    lib = Library.open(folder, create=(stage == "import"))
+    t0 = time.perf_counter()
+    spent = float(st.get("partial", {}).get(stage, 0.0))     # time of earlier, interrupted runs
+
+    def checkpoint(**kw):
+        st.update(kw)
+        st.setdefault("partial", {})[stage] = spent + time.perf_counter() - t0
+        _save_state(folder, st)
+    try:
+        if stage == "import":
+            _stage_import(lib, n, st, checkpoint, echo)
+        elif stage == "texts":
+            from ..retrieval.summaries import build_texts
+
+            build_texts(lib)
+            echo(f"  BM25 summaries + segment texts: {time.perf_counter() - t0:.1f} s "
+                 f"({(time.perf_counter() - t0) / max(n, 1) * 1e3:.2f} ms/video)")
+        elif stage == "embed":
+            _stage_embed(lib, cache_root, st, checkpoint, echo, threads)
+        elif stage == "dense":
+            from ..retrieval.sources import ensure_text_index, get_default_embedder
+
+            emb = CachedTextEmbedder(get_default_embedder(), cache_root / "embeddings.sqlite")
+            rep = ensure_text_index(lib, emb)
+            if rep.dense_unavailable:
+                raise RuntimeError(f"dense index not built: {rep.dense_unavailable}")
+            echo(f"  dense index (real MiniLM vectors; {emb.embedded} texts embedded here, {emb.reused} "
+                 f"from the cache): {time.perf_counter() - t0:.1f} s")
+        elif stage == "columns":
+            from ..rules import RuleScorer
+
+            RuleScorer(lib).columns        # the column cache a first search writes
+            echo(f"  column cache: {time.perf_counter() - t0:.1f} s")
+        elif stage == "bm25":
+            from ..retrieval.sources import save_bm25_index
+
+            save_bm25_index(lib)
+            echo(f"  BM25 index saved: {time.perf_counter() - t0:.1f} s")
+        else:
+            raise ValueError(f"unknown build stage {stage!r}")
+    finally:
+        lib.close()
+    st["stages"][stage] = round(spent + time.perf_counter() - t0, 1)
+    st.get("partial", {}).pop(stage, None)
+    _save_state(folder, st)
+
+
+def _stage_import(lib, n: int, st: dict, checkpoint, echo: Echo) -> None:
+    from .synth import make_video
+
     rng = np.random.default_rng(0)
+    k0 = int(st.get("imported", 0))
+    if k0:
+        rng.bit_generator.state = st["rng"]   # the generator as it was after video k0 - 1
     batch, step = [], max(1, n // 10)
-    for k in range(n):
+    for k in range(k0, n):
         batch.append(make_video(k, rng))
-        if len(batch) == 500 or k == n - 1:
-            lib.add_videos(batch)
+        if len(batch) == IMPORT_BATCH or k == n - 1:
+            # a batch committed just before an interruption (its checkpoint not yet written)
+            lib.add_videos([r for r in batch if not lib.has_video(r.info.id)])
+            checkpoint(imported=k + 1, rng=rng.bit_generator.state)
             batch = []
         if (k + 1) % step == 0:
             echo(f"  import {k + 1}/{n}")
-    import_s = time.perf_counter() - t_all
+
+
+def _stage_embed(lib, cache_root: Path, st: dict, checkpoint, echo: Echo, threads: int | None) -> None:
+    """Embed every distinct segment text not in the cache yet, shortest first, in committed
+    chunks (the dense stage then finds every vector in the cache)."""
+    from ..retrieval.sources import get_default_embedder
+
+    inner = get_default_embedder()
+    emb = CachedTextEmbedder(inner, cache_root / "embeddings.sqlite")
+    texts = [r[0] for r in lib.conn.execute("SELECT DISTINCT text FROM segments")]
+    todo = emb.missing(texts)
+    todo.sort(key=lambda t: (len(t), t))
+    echo(f"  embedding: {len(texts):,} distinct segment texts, {len(todo):,} not in the cache")
+    if not todo:
+        return
+    if threads:
+        import torch
+
+        torch.set_num_threads(int(threads))
+    if hasattr(inner, "batch_size"):
+        inner.batch_size = EMBED_BATCH
+    inner.load()
     t0 = time.perf_counter()
-    build_texts(lib)
-    texts_s = time.perf_counter() - t0
-    echo(f"  BM25 summaries + segment texts: {texts_s:.1f} s ({texts_s / max(n, 1) * 1e3:.2f} ms/video)")
-    t0 = time.perf_counter()
-    emb = CachedTextEmbedder(get_default_embedder(), cache_root / "embeddings.sqlite")
-    rep = ensure_text_index(lib, emb)
-    if rep.dense_unavailable:
-        raise RuntimeError(f"dense index not built: {rep.dense_unavailable}")
-    dense_s = time.perf_counter() - t0
-    echo(f"  dense index (real MiniLM vectors; {emb.embedded} texts embedded, {emb.reused} "
-         f"identical texts reused): {dense_s:.1f} s")
-    t0 = time.perf_counter()
-    RuleScorer(lib).columns        # the column cache a first search writes
-    cols_s = time.perf_counter() - t0
-    n_seg = lib.conn.execute("SELECT COUNT(*) FROM segments").fetchone()[0]
-    lib.close()
-    info = {"videos": n, "version": BUILD_VERSION, "build_s": round(time.perf_counter() - t_all, 1),
-            "import_s": round(import_s, 1), "texts_s": round(texts_s, 1),
-            "texts_ms_per_video": round(texts_s / max(n, 1) * 1e3, 3), "dense_s": round(dense_s, 1),
-            "columns_s": round(cols_s, 1), "segments": int(n_seg), "texts_embedded": emb.embedded,
-            "dense_vectors": "real"}
-    done.write_text(json.dumps(info, indent=1))
-    return folder, info
+    done_here = 0
+    last_log = t0
+    for i in range(0, len(todo), EMBED_CHUNK):
+        part = todo[i:i + EMBED_CHUNK]
+        emb.embed_texts(part)
+        done_here += len(part)
+        rate = done_here / (time.perf_counter() - t0)
+        checkpoint(texts_embedded=int(st.get("texts_embedded", 0)) + len(part), embed_texts_per_s=round(rate, 1))
+        now = time.perf_counter()
+        if now - last_log >= 60 or i + EMBED_CHUNK >= len(todo):
+            left = len(todo) - done_here
+            echo(f"  embedded {done_here:,}/{len(todo):,} texts ({rate:.1f} texts/s over "
+                 f"{now - t0:.0f} s; about {left / max(rate, 1e-9) / 3600:.1f} h left at that rate) "
+                 f"[{time.strftime('%H:%M:%S')}]")
+            last_log = now
+
+
+def _child_env() -> dict:
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
 
 
 # ---------------------------------------------------------------------------------------- measure
@@ -176,6 +346,45 @@ def _rss_mb() -> float:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _mem() -> str:
+    """Peak RSS so far, and (Linux) the resident memory now split into anonymous (the process's
+    own arrays) and file-backed (memory-mapped files) pages."""
+    out = f"peak RSS so far {_rss_mb():.0f} MB"
+    try:
+        d = {}
+        for line in open("/proc/self/status"):
+            k, v = line.split(":", 1)
+            if k in ("RssAnon", "RssFile"):
+                d[k] = int(v.split()[0]) / 1024
+        return out + f" (now {d['RssAnon']:.0f} MB own + {d['RssFile']:.0f} MB mapped files)"
+    except (OSError, KeyError, ValueError):
+        return out
+
+
+def exact_top_videos(idx, qvec: np.ndarray, k: int, rows_per_read: int = 65536) -> list[str]:
+    """The ``k`` best videos by exact search (max cosine over a video's live segment rows; ties
+    by id) over the dense index's vectors, read from its file in slices (the oracle of the recall
+    figure: it does not map every vector into the measuring process). Falls back to the index's
+    own exact search when its vectors are not a file."""
+    vec = idx.vectors
+    if not isinstance(vec, np.memmap) or not getattr(vec, "filename", None):
+        return [h[0] for h in idx.search_videos(qvec, k, exact=True)]
+    q = np.asarray(qvec, np.float32).reshape(-1)
+    n, dim = vec.shape
+    best = np.full(len(idx.video_ids), -np.inf, np.float32)
+    with open(vec.filename, "rb") as fh:
+        for a in range(0, n, rows_per_read):
+            b = min(n, a + rows_per_read)
+            fh.seek(int(vec.offset) + a * dim * 4)
+            part = np.fromfile(fh, np.float32, (b - a) * dim).reshape(b - a, dim)
+            sims = part @ q
+            sims[~idx.alive[a:b]] = -np.inf
+            np.maximum.at(best, idx.code[a:b], sims)
+    cand = np.flatnonzero(np.isfinite(best))
+    order = sorted(cand.tolist(), key=lambda c: (-float(best[c]), idx.video_ids[c]))
+    return [idx.video_ids[c] for c in order[:k]]
 
 
 def _built_info(folder: Path) -> dict:
@@ -209,7 +418,7 @@ def measure(folder: Path, echo: Echo = print) -> dict:
             engine.search(lib, q)
             warm.append((time.perf_counter() - t0) * 1e3)
     echo(f"  first search of the process {first[0]:.0f} ms; first pass over the 10 queries p50 "
-         f"{statistics.median(first):.0f} ms, max {max(first):.0f} ms; peak RSS so far {_rss_mb():.0f} MB")
+         f"{statistics.median(first):.0f} ms, max {max(first):.0f} ms; {_mem()}")
 
     sc = RuleScorer(lib)
     rule = parse_rule(_CUT_IN)
@@ -226,7 +435,7 @@ def measure(folder: Path, echo: Echo = print) -> dict:
     sc.score(parse_rule(fresh))
     new_window_ms = (time.perf_counter() - t0) * 1e3
     echo(f"  rule source: warm {statistics.median(rw):.1f} ms, new window {new_window_ms:.0f} ms; "
-         f"peak RSS so far {_rss_mb():.0f} MB")
+         f"{_mem()}")
 
     S._query_vecs.clear()
     dense = []
@@ -242,10 +451,10 @@ def measure(folder: Path, echo: Echo = print) -> dict:
     for q in probes:
         v = S._query_vector(emb, q)
         approx = [h[0] for h in idx.search_videos(v, 10, exact=False)]
-        exact = [h[0] for h in idx.search_videos(v, 10, exact=True)]
+        exact = exact_top_videos(idx, v, 10)
         recall.append(len(set(approx) & set(exact)) / max(1, len(exact)))
     echo(f"  dense: p50 {statistics.median(dense):.1f} ms (query embedded each time), recall@10 "
-         f"{np.mean(recall):.4f} over {len(probes)} probes; peak RSS so far {_rss_mb():.0f} MB")
+         f"{np.mean(recall):.4f} over {len(probes)} probes; {_mem()}")
     bm = []
     S.bm25_ranking(lib, QUERIES[0], top_k=50)
     for q in QUERIES:
@@ -264,12 +473,67 @@ def measure(folder: Path, echo: Echo = print) -> dict:
     return out
 
 
+def memory_parts(folder: Path, echo: Echo = print) -> dict[str, float]:
+    """The own (anonymous) memory each part of a search adds in this process (call it in a new
+    one; Linux): the query encoder, the dense index, the BM25 index, availability and profiles,
+    the track columns, 10 searches, 30 more, a window never seen before. {part: MB}."""
+    import gc
+
+    from .. import engine
+    from ..retrieval import sources as S
+    from ..rules import parse_rule
+    from ..store import Library
+
+    def own() -> float:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("RssAnon"):
+                    return int(line.split()[1]) / 1024
+        raise OSError("no RssAnon in /proc/self/status")
+    out: dict[str, float] = {}
+    last = [own()]
+
+    def part(name: str) -> None:
+        gc.collect()
+        now = own()
+        out[name] = round(now - last[0], 1)
+        last[0] = now
+        echo(f"  {name:52} +{out[name]:7.1f} MB own (total {now:7.1f} MB; {_mem()})")
+    out["python, numpy, strived"] = round(last[0], 1)
+    echo(f"  {'python, numpy, strived':52} {last[0]:8.1f} MB own")
+    lib = Library.open(folder)
+    part("open the library")
+    S._query_vector(S.library_embedder(lib), "a car")
+    part("query encoder")
+    idx = S.open_dense_index(lib)
+    part(f"dense index ({'HNSW graph' if idx.uses_hnsw else 'exact'}; vectors mapped)")
+    S.bm25_ranking(lib, "car")
+    part("BM25 index")
+    lib.availability()
+    lib.video_profiles()
+    part("availability + profiles")
+    sc = engine.scorer_for(lib)
+    sc.columns
+    part("track columns (mapped)")
+    for q in QUERIES:
+        engine.search(lib, q)
+    part("10 searches")
+    for _ in range(3):
+        for q in QUERIES:
+            engine.search(lib, q)
+    part("30 more searches")
+    fresh = dict(_CUT_IN, soft_scores=[dict(_CUT_IN["soft_scores"][0],
+                                            window_seconds=round(2.0 + (time.time_ns() % 10**6) / 10**6 * 3, 6))])
+    sc.score(parse_rule(fresh))
+    part("a window never seen before")
+    lib.close()
+    return out
+
+
 def run(n: int, cache_root: Path, echo: Echo = print) -> dict:
     """Build (or reuse) then measure in a new process; the figures of `KEYS`."""
     folder, info = build(cache_root, n, echo)
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env = _child_env()
     p = subprocess.run([sys.executable, "-m", "strived.evaluation.scale", str(folder)],
                        capture_output=True, text=True, env=env)
     for line in p.stderr.splitlines():
@@ -313,8 +577,32 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _main() -> int:
-    res = measure(Path(sys.argv[1]), echo=lambda s: print(s, file=sys.stderr, flush=True))
+def _main(argv: Sequence[str] | None = None) -> int:
+    """``python -m strived.evaluation.scale LIB`` measures LIB (JSON on stdout);
+    ``--memory-parts LIB`` prints the own memory each part of a search adds (`memory_parts`);
+    ``--build N CACHE [--threads T]`` builds (or resumes) lib-N under CACHE, each stage in a
+    process of its own; ``--stage NAME CACHE N [--threads T]`` runs one stage (used by --build)."""
+    import argparse
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    echo = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+    if argv and argv[0] == "--memory-parts":
+        print(json.dumps(memory_parts(Path(argv[1]), echo=echo)))
+        return 0
+    if argv and argv[0] in ("--build", "--stage"):
+        p = argparse.ArgumentParser(prog="python -m strived.evaluation.scale")
+        p.add_argument("--build", nargs=2, metavar=("N", "CACHE"))
+        p.add_argument("--stage", nargs=3, metavar=("NAME", "CACHE", "N"))
+        p.add_argument("--threads", type=int, default=None)
+        a = p.parse_args(argv)
+        if a.build:
+            folder, info = build(Path(a.build[1]), int(a.build[0]), echo, threads=a.threads,
+                                 stage_processes=True)
+            echo(f"built {folder}: {json.dumps(info)}")
+        else:
+            run_stage(a.stage[0], Path(a.stage[1]), int(a.stage[2]), echo, threads=a.threads)
+        return 0
+    res = measure(Path(argv[0]), echo=echo)
     print(json.dumps(res))
     return 0
 

@@ -237,7 +237,9 @@ class DenseIndex:
                 raise bad("vectors.npy is missing")
             return
         try:
-            vectors = np.load(self._file("vectors.npy"), allow_pickle=False)
+            # memory-mapped: a search through the HNSW graph never reads them, so a large
+            # index does not hold its vectors twice in memory (exact search reads them)
+            vectors = np.load(self._file("vectors.npy"), allow_pickle=False, mmap_mode="r")
             with np.load(self._file("rows.npz"), allow_pickle=False) as rows:
                 seg, t0, t1 = rows["seg"], rows["t0"], rows["t1"]
                 alive, code = rows["alive"].astype(bool), rows["code"]
@@ -359,24 +361,40 @@ class DenseIndex:
     def add(self, video_id: str, segments: Sequence[tuple[int, float, float]], vectors: np.ndarray,
             stamp: str = "") -> None:
         """Add (or replace) a video's segment rows. ``segments`` = [(seg, t0_s, t1_s)]."""
-        vectors = np.asarray(vectors, np.float32)
-        if vectors.shape != (len(segments), self.dim):
-            raise ValueError(f"expected {len(segments)}×{self.dim} vectors, got {vectors.shape}")
-        self.remove(video_id)
-        code = self._code_of.get(video_id)
-        if code is None:
-            code = len(self.video_ids)
-            self.video_ids.append(video_id)
-            self._code_of[video_id] = code
-        n = len(segments)
-        self.vectors = np.concatenate([self.vectors, vectors])
-        self.seg = np.concatenate([self.seg, np.array([s[0] for s in segments], np.int32)])
-        self.t0 = np.concatenate([self.t0, np.array([s[1] for s in segments], np.float64)])
-        self.t1 = np.concatenate([self.t1, np.array([s[2] for s in segments], np.float64)])
-        self.alive = np.concatenate([self.alive, np.ones(n, bool)])
-        self.code = np.concatenate([self.code, np.full(n, code, np.int32)])
-        self.stamps[video_id] = stamp
-        self._dirty = True
+        self.add_many([(video_id, segments, vectors, stamp)])
+
+    def add_many(self, entries: Sequence[tuple[str, Sequence[tuple[int, float, float]], np.ndarray, str]]) -> None:
+        """`add` for many videos ``[(video_id, segments, vectors, stamp)]`` with one concatenation
+        of the row arrays (adding videos one at a time copies the whole index each time: quadratic
+        in the library size)."""
+        parts: dict[str, list] = {"vectors": [], "seg": [], "t0": [], "t1": [], "code": []}
+        last = {e[0]: k for k, e in enumerate(entries)}       # a video given twice: the last wins
+        todo = [(v, segs, np.asarray(vecs, np.float32), st) for k, (v, segs, vecs, st) in enumerate(entries)
+                if last[v] == k]
+        for _, segments, vectors, _ in todo:                  # checked before anything changes
+            if vectors.shape != (len(segments), self.dim):
+                raise ValueError(f"expected {len(segments)}×{self.dim} vectors, got {vectors.shape}")
+        for video_id, segments, vectors, stamp in todo:
+            self.remove(video_id)
+            code = self._code_of.get(video_id)
+            if code is None:
+                code = len(self.video_ids)
+                self.video_ids.append(video_id)
+                self._code_of[video_id] = code
+            n = len(segments)
+            parts["vectors"].append(vectors)
+            parts["seg"].append(np.array([s[0] for s in segments], np.int32))
+            parts["t0"].append(np.array([s[1] for s in segments], np.float64))
+            parts["t1"].append(np.array([s[2] for s in segments], np.float64))
+            parts["code"].append(np.full(n, code, np.int32))
+            self.stamps[video_id] = stamp
+            self._dirty = True
+        if not parts["code"]:
+            return
+        n_new = sum(len(c) for c in parts["code"])
+        for name, new in parts.items():
+            setattr(self, name, np.concatenate([getattr(self, name)] + new))
+        self.alive = np.concatenate([self.alive, np.ones(n_new, bool)])
 
     def _compact(self) -> None:
         keep = np.flatnonzero(self.alive)

@@ -24,10 +24,11 @@ from ..errors import SourceUnavailable, StrivedError
 from ..jobs import CancelFn, ProgressFn, check_cancel, report
 from .dense import DenseIndex, DenseIndexCorrupt, index_stamp
 from .router import RouterResult, route  # noqa: F401  (re-exported for the engine)
-from .sparse import DEFAULT_BACKEND, BM25Index
+from .sparse import DEFAULT_BACKEND, BM25Index, BM25IndexDamaged
 from .summaries import build_texts, load_summaries, texts_fingerprint
 
 _EMBED_BATCH_SEGMENTS = 256
+_FLUSH_MIN_ROWS = 4096
 
 
 @dataclass
@@ -131,6 +132,7 @@ def ensure_text_index(library, embedder=None, progress: ProgressFn = None, cance
     """
     r = build_texts(library, progress, cancel)
     rep = TextIndexReport(texts_built=r.n_built, texts_fresh=r.n_fresh)
+    save_bm25_index(library)          # a new process's first search loads it instead of building it
     if not dense:
         return rep
     from .embedders import EmbedderError
@@ -166,6 +168,16 @@ def ensure_text_index(library, embedder=None, progress: ProgressFn = None, cance
     videos = {v["id"]: v for v in library.list_videos()} if todo else {}
     total = len(todo)
     report(progress, "dense", 0, total)
+    # rows are added to the index in bulk, flushed when the pending rows reach the index's size
+    # (geometric: the row arrays are copied O(log n) times, not once per video)
+    pending: list = []
+    pending_rows = 0
+
+    def flush():
+        nonlocal pending, pending_rows
+        if pending:
+            idx.add_many(pending)
+            pending, pending_rows = [], 0
     try:
         i = 0
         while i < total:
@@ -183,9 +195,12 @@ def ensure_text_index(library, embedder=None, progress: ProgressFn = None, cance
                 vecs = embedder.embed_segments(None, flat) if flat else np.zeros((0, embedder.dim))
                 k = 0
                 for vid, segs in batch:
-                    idx.add(vid, [(s[0], s[1], s[2]) for s in segs], vecs[k:k + len(segs)], stamps[vid])
+                    pending.append((vid, [(s[0], s[1], s[2]) for s in segs], vecs[k:k + len(segs)], stamps[vid]))
+                    pending_rows += len(segs)
                     k += len(segs)
                     rep.dense_embedded += 1
+                if pending_rows >= max(_FLUSH_MIN_ROWS, len(idx.alive)):
+                    flush()
             else:
                 for vid, segs in batch:
                     try:
@@ -197,6 +212,7 @@ def ensure_text_index(library, embedder=None, progress: ProgressFn = None, cance
                     rep.dense_embedded += 1
             report(progress, "dense", i, total, item=batch[-1][0])
     finally:
+        flush()
         idx.finish_updates()
         with _lock:
             _dense_cache.clear()
@@ -204,21 +220,117 @@ def ensure_text_index(library, embedder=None, progress: ProgressFn = None, cance
     return rep
 
 
+_fp_cache: dict[int, tuple] = {}
+
+
+def _texts_fingerprint(library) -> tuple:
+    """`texts_fingerprint`, recomputed only when the database changed since the last call on
+    this connection (its own writes: ``total_changes``; another connection's: ``PRAGMA
+    data_version``): the fingerprint scans the summaries, which costs ~10 ms a search at 100,000
+    videos."""
+    conn = library.conn
+    try:
+        stamp = (conn.total_changes, conn.execute("PRAGMA data_version").fetchone()[0])
+    except Exception:  # noqa: BLE001  (a closed or foreign connection: no shortcut)
+        return texts_fingerprint(library)
+    key = id(conn)
+    with _lock:
+        hit = _fp_cache.get(key)
+    if hit is not None and hit[0] is conn and hit[1] == stamp:
+        return hit[2]
+    fp = texts_fingerprint(library)
+    with _lock:
+        if len(_fp_cache) > 64:
+            _fp_cache.clear()
+        _fp_cache[key] = (conn, stamp, fp)
+    return fp
+
+
+def _bm25_file(library, backend: str):
+    return library.cache_dir / f"bm25-{backend}.npz"
+
+
+def _bm25_disk_key(library) -> dict:
+    """What a saved BM25 index must have been built from: this library (its creation stamp), its
+    summaries as they are now (count, newest update, newest row: any rewrite, addition or removal
+    changes one of them) and the tokenizer's code and stop words."""
+    import hashlib
+    import inspect
+
+    from . import tokenize as tok
+
+    n, newest = library.conn.execute("SELECT COUNT(*), MAX(updated_at) FROM summaries").fetchone()
+    last_row = library.conn.execute("SELECT MAX(rowid) FROM summaries").fetchone()[0]
+    global _tokenizer_hash
+    if _tokenizer_hash is None:
+        _tokenizer_hash = hashlib.blake2b((inspect.getsource(tok.tokenize) + " ".join(sorted(tok.STOP_WORDS)))
+                                          .encode(), digest_size=8).hexdigest()
+    return {"library": str(library.meta_get("created_at")), "summaries": [int(n), newest, last_row],
+            "tokenizer": _tokenizer_hash}
+
+
+_tokenizer_hash: str | None = None
+_bm25_notes: dict[str, str] = {}      # library folder -> notice for its next search (damaged file)
+
+
+def _bm25_build(library, backend: str, disk_key: dict) -> BM25Index:
+    """Build the index from the summaries and save it (bm25s) for later processes; a file that
+    cannot be written (read-only folder, full disk) only costs the next process the rebuild."""
+    ids, texts = load_summaries(library)
+    if not ids:
+        raise SourceUnavailable("bm25", "no video summaries yet: they are written when indexing "
+                                        "or import finishes")
+    idx = BM25Index(ids, texts, backend)
+    if backend == "bm25s":
+        try:
+            idx.save(_bm25_file(library, backend), disk_key)
+        except OSError:
+            pass
+    return idx
+
+
 def _bm25_index(library, backend: str) -> BM25Index:
-    key = texts_fingerprint(library) + (backend,)
+    key = _texts_fingerprint(library) + (backend,)
     with _lock:
         idx = _bm25_cache.get(key)
     if idx is None:
-        ids, texts = load_summaries(library)
-        if not ids:
-            raise SourceUnavailable("bm25", "no video summaries yet: they are written when indexing "
-                                            "or import finishes")
-        idx = BM25Index(ids, texts, backend)
+        disk_key = _bm25_disk_key(library)
+        if backend == "bm25s":
+            try:
+                idx = BM25Index.load(_bm25_file(library, backend), disk_key)
+            except BM25IndexDamaged as e:
+                _bm25_notes[str(library.folder)] = (
+                    f"the saved BM25 index was damaged ({e.reason}); it was rebuilt from the video "
+                    "summaries")
+                idx = None
+        if idx is None:
+            idx = _bm25_build(library, backend, disk_key)
         with _lock:
             for k in [k for k in _bm25_cache if k[0] == key[0]]:
                 del _bm25_cache[k]
             _bm25_cache[key] = idx
     return idx
+
+
+def save_bm25_index(library, backend: str = DEFAULT_BACKEND) -> bool:
+    """Build and save the BM25 index of the library's summaries unless the saved one is current
+    (called at index time, so that a new process's first search only loads it). Returns True
+    when it was (re)built; False when it was current or there are no summaries."""
+    if backend != "bm25s" or not library.conn.execute("SELECT 1 FROM summaries LIMIT 1").fetchone():
+        return False
+    disk_key = _bm25_disk_key(library)
+    try:
+        if BM25Index.load(_bm25_file(library, backend), disk_key) is not None:
+            return False
+    except BM25IndexDamaged:
+        pass                      # replaced below
+    idx = _bm25_build(library, backend, disk_key)
+    with _lock:
+        key = texts_fingerprint(library) + (backend,)
+        for k in [k for k in _bm25_cache if k[0] == key[0]]:
+            del _bm25_cache[k]
+        _bm25_cache[key] = idx
+    return True
 
 
 def bm25_ranking(library, query: str, top_k: int | None = None,
@@ -283,8 +395,12 @@ def text_index_notice(library, sources=("dense", "bm25")) -> str | None:
     sources = [s for s in sources if s in ("dense", "bm25")]
     if not sources:
         return None
+    damaged = _bm25_notes.pop(str(library.folder), None) if "bm25" in sources else None
+    if damaged:
+        lag = text_index_notice(library, sources)
+        return damaged if lag is None else f"{damaged}; {lag}"
     conn = library.conn
-    key = (str(library.folder), library.content_version, texts_fingerprint(library)[1:],
+    key = (str(library.folder), library.content_version, _texts_fingerprint(library)[1:],
            index_stamp(library.folder / "dense"), tuple(sources))
     with _lock:
         if key in _stale_cache:
@@ -331,3 +447,5 @@ def clear_caches() -> None:
         _dense_cache.clear()
         _query_vecs.clear()
         _stale_cache.clear()
+        _bm25_notes.clear()
+        _fp_cache.clear()

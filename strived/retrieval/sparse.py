@@ -9,11 +9,21 @@ Two backends compute the same ranking: ``bm25s`` (default, chosen by measurement
 benchmarks/bench_retrieval.py and docs/retrieval.md) and ``rank_bm25`` (BM25Okapi with the idf
 replaced by Lucene's; kept as the test oracle). Scores differ by the constant factor (k1 + 1) that
 Lucene drops, which changes no ranking.
+
+A bm25s index can be saved to one ``.npz`` file (`BM25Index.save`, written whole then renamed into
+place) and loaded by a new process (`BM25Index.load`) instead of tokenising and indexing every
+summary again; the file carries the key it was built for (the caller's description of the texts)
+and zip's CRC-32 of every member, so a stale file is refused and a damaged one is reported
+(`BM25IndexDamaged`), never used.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import threading
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -24,6 +34,27 @@ BACKENDS = ("bm25s", "rank_bm25")
 DEFAULT_BACKEND = "bm25s"
 K1 = 1.5
 B = 0.75
+
+
+#: version of the saved file's layout
+FILE_FORMAT = 1
+
+
+class BM25IndexDamaged(Exception):
+    """A saved BM25 index file that cannot be read whole (truncated, corrupted, inconsistent)."""
+
+    def __init__(self, path, reason: str):
+        super().__init__(f"{path}: {reason}")
+        self.path, self.reason = str(path), reason
+
+
+def _bm25s_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("bm25s")
+    except Exception:  # noqa: BLE001
+        return "unknown"
 
 
 class BM25Index:
@@ -58,6 +89,108 @@ class BM25Index:
     def __len__(self) -> int:
         return len(self.doc_ids)
 
+    # ------------------------------------------------------------------ saved file
+    def _file_meta(self, key) -> dict:
+        return {"format": FILE_FORMAT, "backend": self.backend, "k1": K1, "b": B,
+                "bm25s": _bm25s_version(), "key": key}
+
+    def save(self, path: str | os.PathLike, key) -> None:
+        """Write the index to ``path`` (one .npz: a temporary file of this process and thread,
+        then one rename). ``key`` (JSON) describes the texts it was built from; `load` refuses
+        the file for any other key. Only the bm25s backend is saved. Raises OSError."""
+        if self.backend != "bm25s":
+            raise ValueError("only the bm25s backend is saved")
+        path = Path(path)
+        meta = dict(self._file_meta(key), n_docs=len(self.doc_ids), doc_ids=self.doc_ids,
+                    empty=self._empty)
+        arrays = {"id_rank": self._id_rank}
+        if not self._empty:
+            sc = self._impl.scores
+            meta["num_docs"] = int(sc["num_docs"])
+            meta["vocab"] = self._impl.vocab_dict
+            arrays.update(data=np.asarray(sc["data"]), indices=np.asarray(sc["indices"]),
+                          indptr=np.asarray(sc["indptr"]))
+        arrays["meta"] = np.frombuffer(json.dumps(meta).encode("utf-8"), np.uint8)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "wb") as fh:
+                np.savez(fh, **arrays)
+            os.replace(tmp, path)
+        finally:
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, key) -> "BM25Index | None":
+        """The index saved at ``path`` for ``key``; None when there is none, or it was saved for
+        other texts, parameters or another bm25s version (stale: the caller rebuilds it). Raises
+        BM25IndexDamaged when the file is there but cannot be read whole."""
+        import zipfile
+
+        path = Path(path)
+        if not path.is_file():
+            return None
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                meta = json.loads(bytes(z["meta"]).decode("utf-8"))
+                probe = cls.__new__(cls)
+                probe.backend = meta.get("backend")
+                if {k: meta.get(k) for k in ("format", "backend", "k1", "b", "bm25s", "key")} != \
+                        json.loads(json.dumps(probe._file_meta(key))):
+                    return None
+                arrays = {k: z[k] for k in z.files if k != "meta"}
+        except FileNotFoundError:        # removed meanwhile
+            return None
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, UnicodeDecodeError) as e:
+            raise BM25IndexDamaged(path, f"{type(e).__name__}: {e}") from None
+        try:
+            out = cls._from_saved(meta, arrays)
+        except (KeyError, TypeError, ValueError, IndexError) as e:
+            raise BM25IndexDamaged(path, f"inconsistent contents ({type(e).__name__}: {e})") from None
+        return out
+
+    @classmethod
+    def _from_saved(cls, meta: dict, arrays: dict) -> "BM25Index":
+        ids = meta["doc_ids"]
+        n = int(meta["n_docs"])
+        rank = arrays["id_rank"]
+        if not isinstance(ids, list) or len(ids) != n or rank.shape != (n,) or rank.dtype != np.int64:
+            raise ValueError(f"{n} documents, {len(ids)} ids, id ranks of shape {rank.shape}")
+        if n and not np.array_equal(np.sort(rank), np.arange(n)):
+            raise ValueError("the id ranks are not a permutation")
+        self = cls.__new__(cls)
+        self.backend, self.doc_ids, self._id_rank = "bm25s", list(ids), rank
+        self._empty = bool(meta["empty"])
+        if self._empty:
+            if n:
+                raise ValueError("an empty index with documents")
+            self._impl = None
+            return self
+        import bm25s
+
+        data, indices, indptr = arrays["data"], arrays["indices"], arrays["indptr"]
+        vocab = {str(k): int(v) for k, v in meta["vocab"].items()}
+        num_docs = int(meta["num_docs"])
+        if (data.ndim != 1 or data.dtype != np.float32 or indices.shape != data.shape
+                or indices.dtype != np.int32 or indptr.dtype != np.int64 or indptr.ndim != 1
+                or num_docs != n or not 1 <= len(indptr) - 1 <= len(vocab) or int(indptr[0]) != 0
+                or int(indptr[-1]) != data.size or np.any(np.diff(indptr) < 0)
+                or (indices.size and (int(indices.min()) < 0 or int(indices.max()) >= n))
+                or sorted(vocab.values()) != list(range(len(vocab)))
+                # only bm25s' empty-token entry may lie past the matrix's columns
+                or any(v >= len(indptr) - 1 for t, v in vocab.items() if t != "")):
+            raise ValueError("the score matrix does not fit the vocabulary and documents")
+        impl = bm25s.BM25(method="lucene", k1=K1, b=B)
+        impl.scores = {"data": data, "indices": indices, "indptr": indptr, "num_docs": num_docs}
+        impl.vocab_dict = vocab
+        impl.unique_token_ids_set = set(vocab.values())
+        impl.nonoccurrence_array = None          # Lucene's BM25 has no non-occurrence term
+        self._impl = impl
+        return self
+
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every document for ``query`` (float32, aligned with ``doc_ids``)."""
         toks = tokenize(query)
@@ -80,7 +213,10 @@ class BM25Index:
         order = hit[np.lexsort((self._id_rank[hit], -s[hit]))]
         if top_k is not None:
             order = order[:top_k]
-        return [(self.doc_ids[i], float(s[i])) for i in order]
+        ids = getattr(self, "_ids_arr", None)
+        if ids is None:
+            ids = self._ids_arr = np.asarray(self.doc_ids, dtype=object)
+        return list(zip(ids[order].tolist(), s[order].astype(np.float64).tolist()))
 
 
 class _LuceneOkapi:

@@ -41,6 +41,9 @@ class Series:
     t: np.ndarray  # float64 [N] time of each sample
     values: dict[str, np.ndarray]  # field -> float32 [N]
     _feat: dict = field(default_factory=dict)
+    #: "t" / field -> `_FileColumn` of the memory-mapped arrays of a column cache: features read
+    #: those by ranges (pread), so the samples they read do not stay mapped in this process
+    files: dict = field(default_factory=dict)
 
     @property
     def n(self) -> int:
@@ -123,6 +126,10 @@ class TrackColumns:
                 return cls._load_cache(cdir, lib.cache_dir, tag)
             except (OSError, ValueError, KeyError):
                 pass
+        try:
+            return cls._stream_to_cache(lib, cdir, tag)
+        except (OSError, ValueError):
+            pass  # no writable cache folder (full disk...) or inconsistent rows: scanned in memory
         cols = cls._scan_library(lib)
         cols.cache_dir, cols.cache_tag = lib.cache_dir, tag
         cols._write_cache(cdir)
@@ -136,7 +143,6 @@ class TrackColumns:
 
         import os
         import threading
-        import time
 
         # a folder of this process and thread, renamed into place whole: two processes writing
         # the cache of the same library at once never mix their files
@@ -155,24 +161,143 @@ class TrackColumns:
             np.save(tmp / "track_cls.npy", self.track_cls)
             np.save(tmp / "track_ids.npy", self.track_ids)
             (tmp / "meta.json").write_text(json.dumps({"video_ids": self.video_ids, "cls_names": self.cls_names}))
-            if (cdir / "meta.json").exists():       # another process finished the same cache first
-                shutil.rmtree(tmp, ignore_errors=True)
-                return
-            shutil.rmtree(cdir, ignore_errors=True)  # an incomplete one (no meta.json)
-            tmp.rename(cdir)
-            # stale caches of older content versions go (another process's unfinished folder is
-            # left alone unless it is an hour old: that process died)
-            for old in cdir.parent.iterdir():
-                if old.name == cdir.name or not old.name.startswith("cols-"):
-                    continue
-                try:
-                    if ".tmp-" in old.name and time.time() - old.stat().st_mtime < 3600:
-                        continue
-                except OSError:
-                    continue
-                shutil.rmtree(old, ignore_errors=True) if old.is_dir() else old.unlink(missing_ok=True)
+            _commit_cache_dir(tmp, cdir)
         except OSError:
             shutil.rmtree(tmp, ignore_errors=True)  # a cache that cannot be written is only slower
+
+    @classmethod
+    def _stream_to_cache(cls, lib, cdir: Path, tag: str) -> "TrackColumns":
+        """Write the column cache of ``lib`` by streaming its track rows into the .npy files (in
+        slices of about `CHUNK_SAMPLES` samples), then open it memory-mapped: the memory this
+        costs is bounded by the ego series and the per-track arrays, not by the samples (at
+        100,000 videos the samples alone are ~10 GB). Raises OSError when the cache cannot be
+        written, ValueError when the rows disagree with their sample counts."""
+        import json
+        import os
+        import shutil
+        import threading
+        from array import array
+
+        tmp = cdir.with_name(f"{cdir.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        try:
+            ego = cls._scan_ego(lib)
+            ids, revs = ego.pop("ids"), ego.pop("revs")
+            for a in cls._ARRAYS:
+                np.save(tmp / f"ego_{a}.npy", ego[a])
+            for f in RAW_EGO_FIELDS:
+                np.save(tmp / f"ego_v_{f}.npy", ego["values"][f])
+            ego_ident = video_identity(ids, revs)
+            np.save(tmp / "ego_ident.npy", ego_ident)
+            vindex = {v: i for i, v in enumerate(ids)}
+            t_all, v_start = ego["t"], ego["start"]
+            del ego
+            total = int(lib.conn.execute("SELECT COALESCE(SUM(n), 0) FROM tracks").fetchone()[0])
+            names = ["tr_t"] + [f"tr_v_{f}" for f in RAW_OBJECT_FIELDS]
+            dtypes = [np.dtype("<f8")] + [np.dtype("<f4")] * len(RAW_OBJECT_FIELDS)
+            outs = [open(tmp / f"{n}.npy", "wb") for n in names]
+            owner, tids, tlen, tcls = array("i"), array("q"), array("q"), array("h")
+            cls_names: list[str] = []
+            code: dict[str, int] = {}
+            written = 0
+            pos_parts: list[bytes] = []
+            own_parts: list[int] = []
+            f_parts: dict[str, list[bytes]] = {f: [] for f in RAW_OBJECT_FIELDS}
+
+            def flush() -> None:
+                nonlocal written
+                if not pos_parts:
+                    return
+                lens = np.fromiter((len(b) // 4 for b in pos_parts), np.int64, len(pos_parts))
+                pos = np.frombuffer(b"".join(pos_parts), "<i4").astype(np.int64)
+                so = np.repeat(np.asarray(own_parts, np.int64), lens)
+                outs[0].write(np.ascontiguousarray(t_all[v_start[so] + pos], "<f8").tobytes())
+                for fh, f in zip(outs[1:], RAW_OBJECT_FIELDS):
+                    vals = np.frombuffer(b"".join(f_parts[f]), "<f4")
+                    if vals.size != pos.size:
+                        raise ValueError(f"track field {f} has {vals.size} samples, pos {pos.size}")
+                    fh.write(vals.tobytes())
+                    f_parts[f].clear()
+                written += int(pos.size)
+                pos_parts.clear()
+                own_parts.clear()
+
+            try:
+                for fh, dt in zip(outs, dtypes):
+                    np.lib.format.write_array_header_1_0(fh, {"descr": np.lib.format.dtype_to_descr(dt),
+                                                              "fortran_order": False, "shape": (total,)})
+                pending = 0
+                for vid, track, c, pos_b, fb in lib.iter_track_rows():
+                    vi = vindex[vid]
+                    owner.append(vi)
+                    tids.append(track)
+                    k = code.get(c)
+                    if k is None:
+                        k = code[c] = len(cls_names)
+                        cls_names.append(c)
+                    tcls.append(k)
+                    pos_parts.append(pos_b or b"")
+                    own_parts.append(vi)
+                    n = len(pos_b or b"") // 4
+                    tlen.append(n)
+                    for f in RAW_OBJECT_FIELDS:
+                        f_parts[f].append(fb[f] or b"")
+                    pending += n
+                    if pending >= CHUNK_SAMPLES:
+                        flush()
+                        pending = 0
+                flush()
+            finally:
+                for fh in outs:
+                    fh.close()
+            if written != total:
+                raise ValueError(f"the tracks hold {written} samples, their counts say {total}")
+            owner_a = np.array(owner, np.int32)
+            tlen_a = np.array(tlen, np.int64)
+            tids_a = np.array(tids, np.int64)
+            start = np.zeros(len(tlen_a), np.int64)
+            if len(tlen_a):
+                start[1:] = np.cumsum(tlen_a)[:-1]
+            np.save(tmp / "tr_owner.npy", owner_a)
+            np.save(tmp / "tr_start.npy", start)
+            np.save(tmp / "tr_length.npy", tlen_a)
+            np.save(tmp / "track_cls.npy", np.array(tcls, np.int16))
+            np.save(tmp / "track_ids.npy", tids_a)
+            np.save(tmp / "track_ident.npy", track_identity(ego_ident[owner_a], tids_a))
+            (tmp / "meta.json").write_text(json.dumps({"video_ids": ids, "cls_names": cls_names}))
+            _commit_cache_dir(tmp, cdir)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return cls._load_cache(cdir, lib.cache_dir, tag)
+
+    @staticmethod
+    def _scan_ego(lib) -> dict:
+        """The ego series of every video (ordered by id), in memory: ids, revs, owner, start,
+        length, t (float64) and values (float32 per raw ego field)."""
+        ids: list[str] = []
+        t_parts: list[bytes] = []
+        e_parts: dict[str, list[bytes]] = {f: [] for f in RAW_EGO_FIELDS}
+        revs: list[int] = []
+        for vid, rev, tb, eb in lib.iter_video_series():
+            ids.append(vid)
+            revs.append(rev)
+            t_parts.append(tb or b"")
+            for f in RAW_EGO_FIELDS:
+                e_parts[f].append(eb[f] or b"")
+        e_len = np.fromiter((len(b) // 8 for b in t_parts), np.int64, len(t_parts))
+        t_all = np.frombuffer(b"".join(t_parts), "<f8").astype(np.float64)
+        del t_parts
+        v_start = np.zeros(len(ids), np.int64)
+        if len(ids):
+            v_start[1:] = np.cumsum(e_len)[:-1]
+        vals = {}
+        for f in RAW_EGO_FIELDS:
+            vals[f] = np.frombuffer(b"".join(e_parts[f]), "<f8").astype(np.float32)
+            e_parts[f] = []
+        return {"ids": ids, "revs": revs, "owner": np.arange(len(ids), dtype=np.int32), "start": v_start,
+                "length": e_len, "t": t_all, "values": vals}
 
     @classmethod
     def _load_cache(cls, cdir: Path, cache_dir: Path, tag: str) -> "TrackColumns":
@@ -183,8 +308,10 @@ class TrackColumns:
         def series(prefix, fields):
             arrs = {a: np.load(cdir / f"{prefix}_{a}.npy", mmap_mode="r") for a in cls._ARRAYS}
             vals = {f: np.load(cdir / f"{prefix}_v_{f}.npy", mmap_mode="r") for f in fields}
+            files = {"t": _FileColumn(cdir / f"{prefix}_t.npy", arrs["t"])}
+            files.update({f: _FileColumn(cdir / f"{prefix}_v_{f}.npy", vals[f]) for f in fields})
             return Series(owner=np.asarray(arrs["owner"]), start=np.asarray(arrs["start"]),
-                          length=np.asarray(arrs["length"]), t=arrs["t"], values=vals)
+                          length=np.asarray(arrs["length"]), t=arrs["t"], values=vals, files=files)
         out = cls(meta["video_ids"], series("tr", RAW_OBJECT_FIELDS), series("ego", RAW_EGO_FIELDS),
                   np.load(cdir / "track_cls.npy"), meta["cls_names"], np.load(cdir / "track_ids.npy"),
                   cache_dir=cache_dir, cache_tag=tag)
@@ -256,36 +383,67 @@ class TrackColumns:
             s.values["abs_loc_x"] = np.abs(s.values["loc_x"])
         return s, s.values[field_name]
 
+    def _source(self, field_name: str):
+        """(series, values) for computing a feature in chunks: the values as a range reader of
+        the column cache's file where there is one (`_FileColumn`), |loc_x| taken chunk by chunk
+        (never a whole-library array), else the in-memory array."""
+        if field_name == "abs_loc_x" and "abs_loc_x" not in self.tracks.values:
+            s = self.tracks
+            base = s.files.get("loc_x")
+            return s, _AbsColumn(base if base is not None else s.values["loc_x"])
+        s, v = self.series_for(field_name)
+        f = s.files.get(field_name)
+        return s, (f if f is not None else v)
+
     # ------------------------------------------------------------------ cached features
     def _role(self, field_name: str) -> str:
         return "ego" if field_name in _EGO_RULE_FIELDS else "tr"
 
-    def _cached(self, key: tuple, compute):
+    def _cached(self, key: tuple, compute, units=None, partial: bool = False):
         """Feature ``key`` per unit. ``compute(idx)`` computes it for the units ``idx`` (None = all).
 
         Order of lookup: memory; the disk file of this content version; the newest disk file of an
         older content version, reused for units whose content is unchanged (same identity), with
-        only new or changed units computed; else everything is computed."""
+        only new or changed units computed; else everything is computed.
+
+        ``partial`` (features that are never NaN: window changes, trend runs): only the units
+        ``units`` (sorted indices; None = all) are computed; the others may hold NaN (not computed
+        yet) in memory and in the cache file, and are computed when a later call needs them."""
         role = self._role(key[1])
         s = self.ego if role == "ego" else self.tracks
-        if key in s._feat:
-            return s._feat[key]
-        ident = self.ego_ident if role == "ego" else self.track_ident
-        if self.cache_dir is None or not self.cache_tag or ident is None:
-            s._feat[key] = arr = compute(None)
+        arr = s._feat.get(key)
+        complete = s._feat.setdefault(("complete",), set())
+        if arr is not None and (not partial or key in complete):
             return arr
+        ident = self.ego_ident if role == "ego" else self.track_ident
+        disk = self.cache_dir is not None and bool(self.cache_tag) and ident is not None
         name = "-".join(str(k) for k in key).replace("/", "_")
-        path = self.cache_dir / f"feat-{self.cache_tag}-{name}.npy"
-        arr = _try_load(path, rows=len(ident))
-        if arr is None:
-            arr = self._reuse_older(name, role, ident, compute)
+        path = self.cache_dir / f"feat-{self.cache_tag}-{name}.npy" if disk else None
+        changed = False
+        if arr is None and disk:
+            arr = _try_load(path, rows=len(ident))
             if arr is None:
-                arr = compute(None)
+                arr = self._reuse_older(name, role, ident, compute, fill_missing=not partial)
+                changed = arr is not None
+        if arr is None:
+            arr = np.full(s.n, np.nan) if partial else compute(None)
+            changed = True
+        if partial:
+            need = np.arange(s.n) if units is None else np.asarray(units, np.int64)
+            miss = need[np.isnan(arr[need])]
+            if miss.size:
+                if not arr.flags.writeable:
+                    arr = arr.copy()
+                arr[miss] = compute(None if miss.size == s.n else miss)
+                changed = True
+            if units is None or (miss.size and not np.isnan(arr).any()):
+                complete.add(key)
+        if changed and disk:
             self._save_feature(path, name, role, ident, arr)
         s._feat[key] = arr
         return arr
 
-    def _reuse_older(self, name: str, role: str, ident: np.ndarray, compute):
+    def _reuse_older(self, name: str, role: str, ident: np.ndarray, compute, fill_missing: bool = True):
         def mtime(p: Path) -> float:
             try:
                 return p.stat().st_mtime
@@ -308,7 +466,7 @@ class TrackColumns:
             arr[found] = vals[order[pos[found]]]
             missing = np.flatnonzero(~found)
             if missing.size:
-                arr[missing] = compute(missing)
+                arr[missing] = compute(missing) if fill_missing else np.nan
             return arr
         return None
 
@@ -328,26 +486,28 @@ class TrackColumns:
         except OSError:
             pass  # a cache that cannot be written is only slower
 
-    def window_change(self, field_name: str, window_s: float, direction: str | None) -> np.ndarray:
-        """Per-track max change within window (float64 [T]); direction None = unsigned."""
+    def window_change(self, field_name: str, window_s: float, direction: str | None,
+                      units=None) -> np.ndarray:
+        """Per-track max change within window (float64 [T]); direction None = unsigned.
+        ``units`` (sorted unit indices): only those are needed, the others may be NaN (not
+        computed yet); None = every unit."""
         if direction is None:
-            return np.maximum(self.window_change(field_name, window_s, "positive"),
-                              self.window_change(field_name, window_s, "negative"))
+            return np.maximum(self.window_change(field_name, window_s, "positive", units),
+                              self.window_change(field_name, window_s, "negative", units))
         w = round(float(window_s), 6)
         key = ("wc", field_name, w, direction)
         s = self.ego if field_name in _EGO_RULE_FIELDS else self.tracks
-        if key not in s._feat:
-            both = {}
+        both = {}
 
-            def compute(d, idx):
-                k = (d, None if idx is None else idx.tobytes())
-                if k not in both:
-                    pos, neg = _per_unit_chunks(*self.series_for(field_name), idx,
-                                                lambda ss, vv: _window_change(ss, vv, window_s))
-                    both[("positive", k[1])], both[("negative", k[1])] = pos, neg
-                return both[k]
-            for d in ("positive", "negative"):
-                self._cached(("wc", field_name, w, d), lambda idx, d=d: compute(d, idx))
+        def compute(d, idx):
+            k = (d, None if idx is None else idx.tobytes())
+            if k not in both:
+                pos, neg = _per_unit_chunks(*self._source(field_name), idx,
+                                            lambda ss, vv: _window_change(ss, vv, window_s))
+                both[("positive", k[1])], both[("negative", k[1])] = pos, neg
+            return both[k]
+        for d in ("positive", "negative"):
+            self._cached(("wc", field_name, w, d), lambda idx, d=d: compute(d, idx), units=units, partial=True)
         return s._feat[key]
 
     #: per-sample traces (N-sized) kept in memory at most, least recently used dropped first
@@ -402,11 +562,12 @@ class TrackColumns:
             T._feat[key] = order[pos].astype(np.int64)
         return T._feat[key]
 
-    def trend_run(self, field_name: str, direction: str) -> np.ndarray:
-        """Per-track longest steady run in seconds (float64 [T])."""
+    def trend_run(self, field_name: str, direction: str, units=None) -> np.ndarray:
+        """Per-track longest steady run in seconds (float64 [T]); ``units`` as in `window_change`."""
         key = ("tr", field_name, direction)
-        return self._cached(key, lambda idx: _per_unit_chunks(*self.series_for(field_name), idx,
-                                                              lambda ss, vv: _trend_run(ss, vv, direction)))
+        return self._cached(key, lambda idx: _per_unit_chunks(*self._source(field_name), idx,
+                                                              lambda ss, vv: _trend_run(ss, vv, direction)),
+                            units=units, partial=True)
 
     def minmax(self, field_name: str) -> tuple[np.ndarray, np.ndarray]:
         mm = self._minmax_stacked(field_name)
@@ -414,11 +575,11 @@ class TrackColumns:
 
     def _minmax_stacked(self, field_name: str) -> np.ndarray:
         key = ("mm", field_name)
-        return self._cached(key, lambda idx: _cat2(_per_unit_chunks(*self.series_for(field_name), idx, _minmax)))
+        return self._cached(key, lambda idx: _cat2(_per_unit_chunks(*self._source(field_name), idx, _minmax)))
 
     def mean(self, field_name: str) -> np.ndarray:
         key = ("mean", field_name)
-        return self._cached(key, lambda idx: _per_unit_chunks(*self.series_for(field_name), idx, _mean))
+        return self._cached(key, lambda idx: _per_unit_chunks(*self._source(field_name), idx, _mean))
 
     def fraction_satisfying(self, field_name: str, op: str, value: float) -> np.ndarray:
         """Per-unit fraction of the unit's samples where op(field, value) holds (not cached). A
@@ -474,22 +635,117 @@ def _atomic_save(path: Path, arr: np.ndarray) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def _commit_cache_dir(tmp: Path, cdir: Path) -> None:
+    """Rename a fully written column cache folder into place (unless another process finished
+    the same cache first), then remove the caches of older content versions (another process's
+    unfinished folder is left alone unless it is an hour old: that process died)."""
+    import shutil
+    import time
+
+    if (cdir / "meta.json").exists():
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
+    shutil.rmtree(cdir, ignore_errors=True)  # an incomplete one (no meta.json)
+    tmp.rename(cdir)
+    for old in cdir.parent.iterdir():
+        if old.name == cdir.name or not old.name.startswith("cols-"):
+            continue
+        try:
+            if ".tmp-" in old.name and time.time() - old.stat().st_mtime < 3600:
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(old, ignore_errors=True) if old.is_dir() else old.unlink(missing_ok=True)
+
+
 def _cat2(mm: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     return np.stack(mm, axis=1)
 
 
-def _subset(s: Series, v: np.ndarray, idx: np.ndarray | None) -> tuple[Series, np.ndarray]:
-    """The units ``idx`` of a series as a series of their own (None = all)."""
-    if idx is None:
-        return s, v
-    length = s.length[idx]
-    start = np.zeros(len(idx), np.int64)
-    if len(idx):
+class ColumnCacheError(OSError):
+    """A column cache file changed under a reader (cut short by another process)."""
+
+
+class _FileColumn:
+    """Ranges of a 1-D .npy array of a column cache, read with ``pread`` into fresh arrays: the
+    samples a feature reads pass through the OS's page cache but are not mapped into this
+    process (a memory-mapped column read whole counts every page in the process's resident
+    memory). The file stays open, so a cache folder removed by another process meanwhile stays
+    readable (POSIX)."""
+
+    def __init__(self, path: Path, mm: np.ndarray):
+        import os
+        import threading
+        import weakref
+
+        self.path = Path(path)
+        self.dtype = np.dtype(mm.dtype)
+        self.size = int(mm.shape[0])
+        self.offset = int(getattr(mm, "offset", 0))      # np.load's memmap: the header's length
+        self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        self._lock = threading.Lock()
+        weakref.finalize(self, os.close, self._fd)
+
+    def read(self, a: int, b: int) -> np.ndarray:
+        import os
+
+        out = np.empty(max(0, b - a), self.dtype)
+        buf = memoryview(out).cast("B")
+        pos = self.offset + a * self.dtype.itemsize
+        got = 0
+        while got < len(buf):
+            if hasattr(os, "preadv"):
+                k = os.preadv(self._fd, [buf[got:]], pos + got)
+            else:                                # Windows: no pread; one reader at a time
+                with self._lock:
+                    os.lseek(self._fd, pos + got, os.SEEK_SET)
+                    k = os.readv(self._fd, [buf[got:]])
+            if k <= 0:
+                raise ColumnCacheError(f"{self.path} was cut short while it was read (changed by "
+                                       "another process?); search again")
+            got += k
+        return out
+
+
+class _AbsColumn:
+    """|values| of a column, taken range by range."""
+
+    def __init__(self, base):
+        self.base = base
+
+    def read(self, a: int, b: int) -> np.ndarray:
+        return np.abs(_read(self.base, a, b))
+
+
+def _read(col, a: int, b: int) -> np.ndarray:
+    """Samples [a, b) of a column: a range reader (`_FileColumn`, `_AbsColumn`) or an array."""
+    if isinstance(col, (_FileColumn, _AbsColumn)):
+        return col.read(a, b)
+    return col[a:b]
+
+
+def _subset(s: Series, v, idx: np.ndarray | None) -> tuple[Series, np.ndarray]:
+    """The units ``idx`` (sorted; None = all) of a series as a series of their own, with their
+    values (``v``: an array or a range reader). Reads the samples from the first to the last of
+    these units as one range and keeps theirs."""
+    units = np.arange(s.n) if idx is None else np.asarray(idx, np.int64)
+    length = s.length[units]
+    start = np.zeros(len(units), np.int64)
+    if len(units):
         start[1:] = np.cumsum(length)[:-1]
     total = int(length.sum())
-    samples = np.repeat(s.start[idx] - start, length) + np.arange(total)
-    return Series(owner=s.owner[idx], start=start, length=length, t=np.asarray(s.t)[samples], values={}), \
-        np.asarray(v)[samples]
+    if total == 0:
+        t, vals = np.zeros(0, np.float64), np.zeros(0, np.float32)
+    else:
+        lo = int(s.start[units[0]])
+        hi = int(s.start[units[-1]] + length[-1])
+        tf = s.files.get("t")
+        t = np.asarray(_read(tf if tf is not None else s.t, lo, hi))
+        vals = np.asarray(_read(v, lo, hi))
+        if hi - lo != total:                       # other units between these: keep theirs only
+            samples = np.repeat(s.start[units] - lo - start, length) + np.arange(total)
+            t, vals = t[samples], vals[samples]
+    return Series(owner=s.owner[units], start=start, length=length, t=t, values={}), vals
 
 
 #: samples per chunk of whole units when a feature is computed over a large corpus: bounds the
@@ -497,24 +753,35 @@ def _subset(s: Series, v: np.ndarray, idx: np.ndarray | None) -> tuple[Series, n
 CHUNK_SAMPLES = 2_000_000
 
 
-def _per_unit_chunks(s: Series, v: np.ndarray, idx: np.ndarray | None, fn):
-    """``fn(series, values) -> tuple of per-unit arrays`` for the units ``idx`` (None = all),
-    computed over chunks of whole units of at most `CHUNK_SAMPLES` samples (a unit longer than
-    that is a chunk of its own), in a thread pool (numpy releases the GIL in the kernels), and
-    concatenated in unit order. Reading a memory-mapped series chunk by chunk keeps the memory a
-    feature costs proportional to the chunk, not to the library."""
-    units = np.arange(s.n) if idx is None else np.asarray(idx)
-    if units.size == 0 or int(s.length[units].sum()) <= CHUNK_SAMPLES:
-        return fn(*_subset(s, v, idx))
-    cum = np.cumsum(s.length[units])
+def _per_unit_chunks(s: Series, v, idx: np.ndarray | None, fn):
+    """``fn(series, values) -> tuple of per-unit arrays`` for the units ``idx`` (sorted; None =
+    all), computed over chunks of whole units whose samples, from the chunk's first unit to its
+    last, span at most `CHUNK_SAMPLES` (a unit longer than that is a chunk of its own), in a
+    thread pool (numpy releases the GIL in the kernels), and concatenated in unit order. Each
+    chunk reads its range of the columns (``v``: an array or a range reader), so the memory a
+    feature costs is proportional to the chunk, not to the library."""
+    units = np.arange(s.n) if idx is None else np.asarray(idx, np.int64)
+    if units.size > 1 and np.any(np.diff(units) <= 0):
+        raise ValueError("units must be sorted and distinct")
+    if units.size == 0:
+        return fn(*_subset(s, v, units))
+    starts = s.start[units]
+    ends = starts + s.length[units]
     cuts = [0]
     while cuts[-1] < units.size:
-        base = cum[cuts[-1] - 1] if cuts[-1] else 0
-        nxt = int(np.searchsorted(cum, base + CHUNK_SAMPLES, side="right"))
-        cuts.append(max(nxt, cuts[-1] + 1))
+        a = cuts[-1]
+        nxt = int(np.searchsorted(ends, starts[a] + CHUNK_SAMPLES, side="right"))
+        cuts.append(max(nxt, a + 1))
     chunks = [units[a:b] for a, b in zip(cuts[:-1], cuts[1:])]
+    from ..jobs import check_cancel, current_cancel
+
+    cancel = current_cancel()   # the running job's cancel (strived.jobs.cancel_scope): per chunk
+    check_cancel(cancel)
+    if len(chunks) == 1:
+        return fn(*_subset(s, v, chunks[0]))
 
     def run(ch):
+        check_cancel(cancel)
         return fn(*_subset(s, v, ch))
     import os
     from concurrent.futures import ThreadPoolExecutor
@@ -582,10 +849,35 @@ def _track_keys(tt: np.ndarray, tr: np.ndarray, window_s: float) -> tuple[np.nda
     return tr.astype(np.int64) * span + rel, w_us
 
 
+def _regular_steps(tt: np.ndarray, tr: np.ndarray, window_s: float):
+    """When every track's samples are evenly spaced (the same step, in whole microseconds, in
+    every track: a fixed frame rate without gaps), (window in steps, first index of each
+    sample's track, last index of it); else None. Then a sample's window is plain index
+    arithmetic, the same as `_track_keys`' search gives (both use microsecond times)."""
+    if tt.size < 2:
+        return None
+    t_us = np.round(tt * _US).astype(np.int64)
+    same = tr[1:] == tr[:-1]
+    d = np.diff(t_us)[same]
+    if d.size == 0 or d[0] <= 0 or not np.all(d == d[0]):
+        return None
+    step = int(d[0])
+    change = np.flatnonzero(np.r_[True, ~same])
+    lens = np.diff(np.r_[change, tt.size])
+    first = np.repeat(change, lens)
+    last = first + np.repeat(lens, lens) - 1
+    rel_max = int((lens.max() - 1) * step)
+    return _window_us(window_s, np.array([rel_max])) // step, first, last
+
+
 def _window_end(tt: np.ndarray, tr: np.ndarray, window_s: float) -> np.ndarray:
     """For each sample i, the last index j of the same track with t_j - t_i <= window (+T_EPS)."""
     if tt.size == 0:
         return np.zeros(0, np.int64)
+    reg = _regular_steps(tt, tr, window_s)
+    if reg is not None:
+        k, _, last = reg
+        return np.minimum(np.arange(tt.size) + k, last)
     key, w_us = _track_keys(tt, tr, window_s)
     return np.searchsorted(key, key + w_us, side="right") - 1
 
@@ -604,6 +896,10 @@ def _window_start(tt: np.ndarray, tr: np.ndarray, window_s: float) -> np.ndarray
     """For each sample j, the first index i of the same track with t_j - t_i <= window (+T_EPS)."""
     if tt.size == 0:
         return np.zeros(0, np.int64)
+    reg = _regular_steps(tt, tr, window_s)
+    if reg is not None:
+        k, first, _ = reg
+        return np.maximum(np.arange(tt.size) - k, first)
     key, w_us = _track_keys(tt, tr, window_s)
     return np.searchsorted(key, key - w_us, side="left")
 
@@ -628,10 +924,12 @@ def _end_change(s: Series, v: np.ndarray, window_s: float, direction: str | None
     base = vv[has]
     del start, j
     out = np.zeros(lo.shape[0], np.float64)
-    if direction in (None, "positive"):
-        out = np.maximum(out, base - _range_extreme(v32, lo, hi, np.minimum).astype(np.float64))
-    if direction in (None, "negative"):
-        out = np.maximum(out, _range_extreme(v32, lo, hi, np.maximum).astype(np.float64) - base)
+    fns = {None: (np.minimum, np.maximum), "positive": (np.minimum,), "negative": (np.maximum,)}[direction]
+    for fn, ext in zip(fns, _range_extremes(v32, lo, hi, fns)):
+        if fn is np.minimum:
+            out = np.maximum(out, base - ext.astype(np.float64))
+        else:
+            out = np.maximum(out, ext.astype(np.float64) - base)
     res[vidx[has]] = out
     return res
 
@@ -657,23 +955,45 @@ def _end_trend(s: Series, v: np.ndarray, direction: str) -> np.ndarray:
 
 
 def _range_extreme(vv: np.ndarray, lo: np.ndarray, hi: np.ndarray, fn) -> np.ndarray:
-    """fn (np.maximum or np.minimum) over vv[lo:hi+1] for every query (lo <= hi), sparse-table
-    style, keeping only one level in memory at a time."""
-    out = np.empty(lo.shape[0], vv.dtype)
-    length = hi - lo + 1
-    level = np.floor(np.log2(np.maximum(length, 1))).astype(np.int64)
-    cur = vv
-    width = 1
-    for k in range(int(level.max()) + 1 if level.size else 0):
-        sel = np.flatnonzero(level == k)
-        if sel.size:
-            a = cur[lo[sel]]
-            b = cur[hi[sel] - width + 1]
-            out[sel] = fn(a, b)
-        nxt = fn(cur[:-width], cur[width:]) if cur.shape[0] > width else cur[:0]
-        cur = np.concatenate([nxt, cur[-width:]]) if cur.shape[0] > width else cur
-        width *= 2
-    return out
+    """fn (np.maximum or np.minimum) over vv[lo:hi+1] for every query (lo <= hi)."""
+    return _range_extremes(vv, lo, hi, (fn,))[0]
+
+
+def _range_extremes(vv: np.ndarray, lo: np.ndarray, hi: np.ndarray, fns) -> list[np.ndarray]:
+    """For each fn of ``fns`` (np.maximum / np.minimum): fn over vv[lo:hi+1] for every query
+    (lo <= hi). Sparse table: level k holds fn over 2^k consecutive values (built from level
+    k-1, one level in memory at a time, each one shorter by 2^(k-1)); a query of length n reads
+    two entries of level floor(log2 n). The queries are grouped by level once for all fns."""
+    q = lo.shape[0]
+    outs = [np.empty(q, vv.dtype) for _ in fns]
+    if q == 0:
+        return outs
+    level = np.frexp((hi - lo + 1).astype(np.float64))[1] - 1      # floor(log2(length)), exact
+    top = int(level.max())
+    counts = np.bincount(level, minlength=top + 1)
+    probes = []
+    for k in range(top + 1):
+        if counts[k] == 0:
+            probes.append(None)
+        elif counts[k] == q:
+            probes.append((None, lo, hi - (1 << k) + 1))
+        else:
+            sel = np.flatnonzero(level == k)
+            probes.append((sel, lo[sel], hi[sel] - (1 << k) + 1))
+    for fn, out in zip(fns, outs):
+        cur = vv
+        for k in range(top + 1):
+            if probes[k] is not None:
+                sel, a, b = probes[k]
+                r = fn(cur[a], cur[b])
+                if sel is None:
+                    out[:] = r
+                else:
+                    out[sel] = r
+            if k < top:
+                w = 1 << k
+                cur = fn(cur[:-w], cur[w:])
+    return outs
 
 
 def _window_change(s: Series, v: np.ndarray, window_s: float) -> tuple[np.ndarray, np.ndarray]:
@@ -685,15 +1005,24 @@ def _window_change(s: Series, v: np.ndarray, window_s: float) -> tuple[np.ndarra
         return pos_res, neg_res
     v32 = vv.astype(np.float32)  # the values are float32: extremes are exact in float32
     end = _window_end(tt, tr, window_s)
-    idx = np.arange(vv.size)
-    has = end > idx
-    lo, hi = idx[has] + 1, end[has]
-    groups = tr[has]
-    base = vv[has]
-    best = _range_extreme(v32, lo, hi, np.maximum).astype(np.float64) - base
-    _group_max(pos_res, groups, np.maximum(best, 0.0))
-    best = base - _range_extreme(v32, lo, hi, np.minimum).astype(np.float64)
-    _group_max(neg_res, groups, np.maximum(best, 0.0))
+    n = vv.size
+    idx = np.arange(n)
+    has = end > idx                          # a later sample of the same track in the window
+    # every sample is a query (no compressions): one without a later sample in its window
+    # reads any valid range and is masked out below
+    lo = np.minimum(idx + 1, n - 1)
+    hi = np.maximum(end, lo)
+    mx, mn = _range_extremes(v32, lo, hi, (np.maximum, np.minimum))
+    best = mx.astype(np.float64)
+    best -= vv
+    best = np.where(has, best, 0.0)
+    np.maximum(best, 0.0, out=best)
+    _group_max(pos_res, tr, best)
+    best = mn.astype(np.float64)
+    np.subtract(vv, best, out=best)
+    best = np.where(has, best, 0.0)
+    np.maximum(best, 0.0, out=best)
+    _group_max(neg_res, tr, best)
     return pos_res, neg_res
 
 

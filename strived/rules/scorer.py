@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..jobs import CancelFn, cancel_scope, check_cancel
 from .columns import TrackColumns
 from .model import EGO_FIELDS, Rule, SoftScore
 
@@ -32,7 +33,7 @@ class ScoreResult:
     video_ids: list[str]
     scores: np.ndarray  # float64 [V]
     hard: np.ndarray  # bool [V]
-    peak_track: np.ndarray  # int64 [V] track id of the best candidate, -1 if none
+    peak_track: np.ndarray  # int64 [V] track id of the best candidate, -1 if none or the video fails the gates
 
     def ranking(self, top_k: int | None = None) -> list[tuple[str, float]]:
         """(video_id, score) best first; ties broken by video id (deterministic)."""
@@ -42,16 +43,20 @@ class ScoreResult:
         return [(self.video_ids[i], float(self.scores[i])) for i in order]
 
 
-def soft_values(cols: TrackColumns, c: SoftScore, binarize: bool = False) -> np.ndarray:
+def soft_values(cols: TrackColumns, c: SoftScore, binarize: bool = False, units=None) -> np.ndarray:
     """Per-unit score s_c in [0, 1]: per track for object fields, per video for ego fields.
-    ``binarize`` (the paper's "binarised soft scores" ablation): 1 where s_c >= 0.5, else 0."""
+    ``binarize`` (the paper's "binarised soft scores" ablation): 1 where s_c >= 0.5, else 0.
+    ``units`` (sorted unit indices): only those are needed; the others may be NaN (their window
+    features are not computed)."""
     if c.type == "temporal_change":
-        raw = cols.window_change(c.field, c.window_s, c.direction)
+        raw = cols.window_change(c.field, c.window_s, c.direction, units=units)
         s = np.minimum(1.0, raw / c.magnitude)
     else:
-        raw = cols.trend_run(c.field, c.direction)
+        raw = cols.trend_run(c.field, c.direction, units=units)
         s = np.minimum(1.0, raw / (2.0 * c.min_duration_s))
-    return (s >= 0.5).astype(np.float64) if binarize else s
+    if binarize:
+        return np.where(np.isnan(s), np.nan, (s >= 0.5).astype(np.float64))
+    return s
 
 
 def _gate_units(cols: TrackColumns, g) -> np.ndarray:
@@ -124,9 +129,15 @@ class RuleScorer:
             mask[chosen] = True
         return mask, T.owner, False
 
-    def score(self, rule: Rule, binarize: bool = False) -> ScoreResult:
+    def score(self, rule: Rule, binarize: bool = False, cancel: CancelFn = None) -> ScoreResult:
         """Score every video; exact implementation of the appendix formulas (see module doc).
-        ``binarize`` thresholds each soft score at 0.5 (ablation)."""
+        ``binarize`` thresholds each soft score at 0.5 (ablation). ``cancel`` (strived.jobs) is
+        checked before each gate and soft score and, through `cancel_scope`, before each chunk of
+        a window feature being computed; Cancelled leaves no feature half-computed in the cache."""
+        with cancel_scope(cancel):
+            return self._score(rule, binarize, cancel)
+
+    def _score(self, rule: Rule, binarize: bool, cancel: CancelFn) -> ScoreResult:
         cols = self.columns
         V = cols.n_videos
         if rule.sequence is not None:
@@ -141,6 +152,7 @@ class RuleScorer:
         # hard gates: a product of per-video existence tests
         hard = np.ones(V, bool)
         for g in rule.hard_gates:
+            check_cancel(cancel)
             ok = _gate_units(cols, g)
             if g.field in EGO_FIELDS:
                 hard &= ok  # ego units are videos
@@ -150,16 +162,25 @@ class RuleScorer:
                 per_video[owner[sel]] = True
                 hard &= per_video
 
-        # soft scores per unit
+        # soft scores per unit: only candidates of videos that pass the hard gates can make a
+        # score (the others score 0 whatever their soft values), so only their window features
+        # are computed (a window never used before costs the passing candidates only)
         has_cand = np.zeros(V, bool)
         has_cand[owner[mask]] = True
+        mask = mask & hard[owner]
         if rule.soft_scores:
             wsum = sum(c.weight for c in rule.soft_scores)
             acc = np.zeros(n_units, np.float64)
             n_cand = np.bincount(owner[mask], minlength=V).astype(np.float64)
+            need_units = np.flatnonzero(mask)
+            need_videos = None
             for c in rule.soft_scores:
-                s = soft_values(cols, c, binarize)
-                if c.field in EGO_FIELDS and not is_ego:
+                check_cancel(cancel)
+                ego_in_obj = c.field in EGO_FIELDS and not is_ego
+                if ego_in_obj and need_videos is None:
+                    need_videos = np.flatnonzero(np.bincount(owner[need_units], minlength=V))
+                s = soft_values(cols, c, binarize, units=need_videos if ego_in_obj else need_units)
+                if ego_in_obj:
                     s = s[owner]  # the video's ego value, shared by each of its tracks
                 if c.min_fraction is not None:
                     hit = np.bincount(owner[mask], weights=(s[mask] >= 0.5), minlength=V)

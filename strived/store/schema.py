@@ -44,9 +44,19 @@ TABLES: dict[str, tuple[dict, dict]] = {
     "marks": ({"query": str, "video_id": str, "relevant": int, "event": str, "created_at": str},
               {"pk": ("query", "video_id")}),
     "saved_searches": ({"name": str, "query": str, "spec": str, "created_at": str}, {"pk": "name"}),
+    # exported clips (the app's "already exported" mark): the span of a video written as a clip or
+    # listed in an export; start_s/end_s NULL = the whole video. Kept when the video is removed
+    # (the files are still on disk), like the relevance marks.
+    "exports": ({"id": int, "video_id": str, "start_s": float, "end_s": float, "at": str,
+                 "folder": str, "clip": str, "query": str}, {"pk": "id"}),
 }
 
-INDEXES = [("files", ["video_id"]), ("segments", ["video_id"])]
+INDEXES = [("files", ["video_id"]), ("segments", ["video_id"]), ("exports", ["video_id"])]
+
+# Tables added after a schema version without changing any existing table (no version bump: an
+# older STRIVE-D ignores them). A library written before has none until its first write there
+# creates it (`Library.record_exports`); until then, and read-only, it reads as empty.
+OPTIONAL_TABLES = frozenset({"exports"})
 
 # Tables whose rows belong to a video and go when the video goes.
 VIDEO_CHILD_TABLES = ("tracks", "summaries", "segments", "thumbnails")

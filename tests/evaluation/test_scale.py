@@ -37,6 +37,13 @@ def test_bench_scale_cli_writes_exact_keys_and_reuses_the_build(tmp_path):
     assert r2.returncode == 0, r2.stderr[-2000:]
     assert "reusing" in r2.stderr
     assert json.loads(out.read_text())["build_s"] == res["build_s"]
+    assert (cache / "lib-12" / "cache" / "bm25-bm25s.npz").is_file()      # saved by the build
+    if sys.platform.startswith("linux"):
+        parts = subprocess.run([sys.executable, "-m", "strived.evaluation.scale", "--memory-parts",
+                                str(cache / "lib-12")], capture_output=True, text=True, timeout=600)
+        assert parts.returncode == 0, parts.stderr[-2000:]
+        got = json.loads(parts.stdout.strip().splitlines()[-1])
+        assert got["query encoder"] > 10 and "a window never seen before" in got and len(got) == 10
 
 
 def test_cached_embedder_returns_the_inner_vectors_and_embeds_each_text_once(tmp_path):
@@ -57,3 +64,74 @@ def test_cached_embedder_returns_the_inner_vectors_and_embeds_each_text_once(tmp
     again = scale.CachedTextEmbedder(inner, tmp_path / "e.sqlite").embed_texts(["abc", "abcd"])
     assert again.tolist() == [[3, 1, 0], [4, 1, 0]] and inner.calls[-1] == ["abcd"]
     assert emb.name == "fake" and emb.version == "1"
+
+
+def _library_digest(folder):
+    import hashlib
+    import sqlite3
+
+    c = sqlite3.connect(f"file:{folder / 'library.sqlite'}?mode=ro", uri=True)
+    h = hashlib.sha256()
+    for row in c.execute("SELECT id, t, ego_speed, ego_yaw_rate FROM videos ORDER BY id"):
+        h.update(repr(row).encode())
+    for row in c.execute("SELECT video_id, track, cls, pos, distance, loc_x FROM tracks ORDER BY video_id, track"):
+        h.update(repr(row).encode())
+    n = c.execute("SELECT COUNT(*) FROM videos").fetchone()[0]
+    c.close()
+    return n, h.hexdigest()
+
+
+@pytest.mark.parametrize("when", ["before_commit", "after_commit"])
+def test_an_interrupted_import_resumes_to_the_same_library(tmp_path, monkeypatch, when):
+    from strived.store import Library
+
+    monkeypatch.setattr(scale, "IMPORT_BATCH", 4)
+    monkeypatch.setattr(scale, "STAGES", ("import",))
+    scale.build(tmp_path / "a", 10, echo=lambda s: None)
+    want = _library_digest(tmp_path / "a" / "lib-10")
+    assert want[0] == 10
+
+    real = Library.add_videos
+    calls = {"n": 0}
+
+    def flaky(self, recs, replace=True):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            if when == "after_commit":
+                real(self, recs, replace)       # committed, but the build dies before its checkpoint
+            raise KeyboardInterrupt
+        return real(self, recs, replace)
+    monkeypatch.setattr(Library, "add_videos", flaky)
+    with pytest.raises(KeyboardInterrupt):
+        scale.build(tmp_path / "b", 10, echo=lambda s: None)
+    st = json.loads((tmp_path / "b" / "lib-10" / "BUILDING.json").read_text())
+    assert st["imported"] == 4 and "import" not in st["stages"]
+    msgs = []
+    scale.build(tmp_path / "b", 10, echo=msgs.append)
+    assert any("resuming" in m for m in msgs)
+    assert _library_digest(tmp_path / "b" / "lib-10") == want
+    info = json.loads((tmp_path / "b" / "lib-10" / "BUILT.json").read_text())
+    assert info["build_runs"] == 2 and info["videos"] == 10
+
+
+def test_exact_oracle_reading_the_vector_file_equals_the_index_exact_search(tmp_path):
+    import numpy as np
+
+    from strived.retrieval.dense import DenseIndex
+
+    class Emb:
+        name, version, dim, kind = "fake", "1", 8, "text-of-perception"
+    rng = np.random.default_rng(0)
+    idx = DenseIndex.open(tmp_path / "d", Emb(), exact_max_rows=10**9)
+    idx.add_many([(f"v{k:03d}", [(s, s * 4.0, s * 4.0 + 4) for s in range(3)],
+                   rng.normal(size=(3, 8)).astype(np.float32), "x") for k in range(60)])
+    idx.remove("v007")
+    idx.finish_updates()
+    idx = DenseIndex.open(tmp_path / "d", Emb(), exact_max_rows=10**9)
+    assert isinstance(idx.vectors, np.memmap)
+    for _ in range(5):
+        q = rng.normal(size=8).astype(np.float32)
+        q /= np.linalg.norm(q)
+        want = [h[0] for h in idx.search_videos(q, 10, exact=True)]
+        assert scale.exact_top_videos(idx, q, 10, rows_per_read=7) == want
+        assert "v007" not in want                      # removed rows take no part
