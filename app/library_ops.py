@@ -77,11 +77,7 @@ def user_rules(library) -> dict:
     return dict(library.meta_get("user_rules", {}) or {})
 
 
-# -- exports (the results table's "already exported" mark)
-EXPORTS_KEY = "app_exports"
-EXPORTS_KEPT = 10            # the newest exports remembered per video
-
-
+# -- exports (the results table's "already exported" mark): stored per span by the store
 def video_extents(library, video_ids) -> dict[str, tuple]:
     """video id -> (n_frames, duration_s) (a lead-out must stay inside the video)."""
     ids = list(dict.fromkeys(video_ids))
@@ -96,21 +92,16 @@ def video_extents(library, video_ids) -> dict[str, tuple]:
 
 
 def record_exports(library, entries: list[dict]) -> dict[str, list[dict]]:
-    """Remember exports: each entry has ``video_id`` plus what was written (``at``, ``folder``,
-    ``clip``, ``start_s``, ``end_s``, ``query``). Returns every video's exports, newest last."""
-    allx = exports(library)
-    for e in entries:
-        lst = allx.setdefault(e["video_id"], [])
-        lst.append({k: v for k, v in e.items() if k != "video_id"})
-        del lst[:-EXPORTS_KEPT]
-    library.meta_set(EXPORTS_KEY, allx)
-    return allx
+    """Remember exported clips (``Library.record_exports``): each entry has ``video_id``, the
+    span written (``start_s``, ``end_s``) and ``at``, ``folder``, ``clip``, ``query``. Returns
+    every video's exports, oldest first."""
+    library.record_exports(entries)
+    return exports(library)
 
 
 def exports(library) -> dict[str, list[dict]]:
-    """video id -> its exports (newest last), as ``record_exports`` stored them."""
-    d = library.meta_get(EXPORTS_KEY, {}) or {}
-    return {str(k): list(v) for k, v in d.items()} if isinstance(d, dict) else {}
+    """video id -> its exported clips, oldest first (``Library.exported_spans``)."""
+    return library.exported_spans()
 
 
 # -- thumbnails and stats

@@ -1279,7 +1279,14 @@ class MainWindow(QMainWindow):
                    for r, c in zip(done, clips)]
         if not report.files and not report.clips:
             return
-        self.model.set_exports(ops.record_exports(self.library, entries))
+        from strived.errors import StrivedError
+
+        try:
+            self.model.set_exports(ops.record_exports(self.library, entries))
+        except StrivedError as exc:          # a read-only or busy library: the files are written
+            self.statusBar().showMessage(f"Exported {len(entries)} result(s) to {folder}; not "
+                                         f"marked as exported in the library ({exc}).", 12000)
+            return
         self.statusBar().showMessage(f"Exported {len(entries)} result(s) to {folder}.", 8000)
 
     def reveal_current_file(self) -> bool:

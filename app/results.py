@@ -17,6 +17,7 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSize, Qt
 from PySide6.QtGui import QColor, QPixmap
 
 from strived.retrieval.relevance import describe
+from strived.store.library import spans_overlap
 
 RRF_K = 60  # the paper's weighted RRF constant; contributions are w_s / (RRF_K + rank_s)
 SOURCES = ("rule", "dense", "bm25")
@@ -190,27 +191,52 @@ class ResultsModel(QAbstractTableModel):
             self.endResetModel()
 
     def set_exports(self, exports: dict[str, list[dict]]) -> None:
-        """The library's export records (``library_ops.exports``): the "Exp." column."""
+        """The library's exported clips (``library_ops.exports``: video id -> spans exported):
+        the "Exp." column marks a row whose span overlaps one of its video's exported spans."""
         self.exports = dict(exports or {})
         if self.hits:
             self.dataChanged.emit(self.index(0, self.C_EXPORTED),
                                   self.index(len(self.hits) - 1, self.C_EXPORTED))
 
+    def exports_of(self, hit) -> tuple[list[dict], list[dict]]:
+        """(exports whose span overlaps the hit's span, the video's other exports), oldest first.
+        A hit without a span is its whole video (as its export would be)."""
+        span = tuple(hit.span_s) if getattr(hit, "span_s", None) else None
+        over, other = [], []
+        for e in self.exports.get(hit.video_id) or []:
+            es = None if e.get("start_s") is None else (e["start_s"], e["end_s"])
+            (over if spans_overlap(span, es) else other).append(e)
+        return over, other
+
     def export_text(self, hit) -> str:
-        n = len(self.exports.get(hit.video_id) or [])
-        return "" if not n else ("✓" if n == 1 else f"✓ {n}×")
+        over, other = self.exports_of(hit)
+        if over:
+            return "✓" if len(over) == 1 else f"✓ {len(over)}×"
+        return "○" if other else ""
 
     def export_tip(self, hit) -> str | None:
-        ex = self.exports.get(hit.video_id) or []
-        if not ex:
+        over, other = self.exports_of(hit)
+        if not over and not other:
             return "Not exported yet"
-        lines = [f"Exported {len(ex)}×" + (f" (the last {len(ex)})" if len(ex) >= 10 else "") + ":"]
-        for e in reversed(ex):
-            what = (f"clip {e['clip']}" if e.get("clip") else "in the clip list") + \
-                (f", {e['start_s']:.1f}–{e['end_s']:.1f} s" if e.get("start_s") is not None else "")
-            lines.append(f"{e.get('at', '?')} → {e.get('folder', '?')}: {what}"
-                         + (f" (query “{e['query']}”)" if e.get("query") else ""))
-        return "\n".join(lines)
+
+        def lines(ex):
+            out = []
+            for e in list(reversed(ex))[:10]:
+                what = (f"clip {e['clip']}" if e.get("clip") else "in the clip list") + \
+                    (f", {e['start_s']:.1f}–{e['end_s']:.1f} s" if e.get("start_s") is not None
+                     else ", the whole video")
+                out.append(f"{e.get('at') or '?'} → {e.get('folder') or '?'}: {what}"
+                           + (f" (query “{e['query']}”)" if e.get("query") else ""))
+            if len(ex) > 10:
+                out.append(f"… and {len(ex) - 10} older")
+            return out
+        sp = getattr(hit, "span_s", None)
+        span = f" ({float(sp[0]):.1f}–{float(sp[1]):.1f} s)" if sp else " (the whole video)"
+        head = [f"This span{span} was exported {len(over)}×:"] + lines(over) if over else \
+            [f"This span{span} was not exported yet."]
+        if other:
+            head += [f"Other spans of this video were exported ({len(other)}×):"] + lines(other)
+        return "\n".join(head)
 
     def set_mark(self, row: int, relevant: bool | None) -> None:
         h = self.hit(row)
@@ -255,8 +281,9 @@ class ResultsModel(QAbstractTableModel):
                         self.C_MODE: "reused = calibrated library rule; adapted = rewritten for "
                                      "this query",
                         self.C_MARK: "Your relevance mark (R = relevant, N = not relevant)",
-                        self.C_EXPORTED: "Already exported (✓; 2× = twice): hover a mark for "
-                                         "where and when"}.get(section)
+                        self.C_EXPORTED: "Already exported: ✓ this span (2× = twice), ○ only "
+                                         "other spans of this video; hover a mark for where "
+                                         "and when"}.get(section)
         elif role == Qt.ItemDataRole.DisplayRole:
             return str(section + 1)
         return None
@@ -370,13 +397,15 @@ class ResultsModel(QAbstractTableModel):
                 mk = self.marks.get(h.video_id)
                 return None if mk is None else QColor("#7bd88f" if mk else "#ff6b6b")
             if c == self.C_EXPORTED:
-                return QColor("#7fb8ff")
+                return QColor("#7fb8ff" if self.exports_of(h)[0] else "#6b717a")
             if c in (self.C_RULE, self.C_DENSE, self.C_BM25, self.C_SPAN, self.C_RELEVANCE) \
                     and self.data(index) in ("–", "n/a"):
                 return QColor("#6b717a")
         if role == Qt.ItemDataRole.TextAlignmentRole and c in (
                 self.C_RELEVANCE, self.C_RULE, self.C_DENSE, self.C_BM25, self.C_SPAN):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        if role == Qt.ItemDataRole.TextAlignmentRole and c == self.C_EXPORTED:
+            return int(Qt.AlignmentFlag.AlignCenter)
         if role == SortRole:
             return h.rank
         return None

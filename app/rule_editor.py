@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (QHBoxLayout, QInputDialog, QLabel, QListWidget, Q
                                QPlainTextEdit, QPushButton, QSplitter, QTabWidget, QTextEdit,
                                QVBoxLayout, QWidget)
 
-from .rule_form import RuleForm
+from .rule_form import WARNING_COLOR, RuleForm
 
 _SCALAR = re.compile(r"-?\d+(\.\d+)?([eE][+-]?\d+)?|true|false|null")
 
@@ -192,6 +192,7 @@ class RuleEditor(QWidget):
         self.original: dict | None = None
         self.rule: dict | None = None
         self.error_list: list[tuple[str, str, int]] = []     # pointer, message, offset
+        self.warning_list: list[tuple[str, str, int]] = []   # the valid rule's warnings, likewise
         self._ranges: dict[str, tuple[int, int]] = {}
         self._schema = None
         self.set_rule(None)
@@ -313,6 +314,8 @@ class RuleEditor(QWidget):
         self._timer.stop()
         src = self.text.toPlainText()
         errs: list[tuple[str, str, int]] = []
+        warns: list[tuple[str, str, int]] = []
+        doc = None
         self.rule = None
         self._ranges = {}
         from_form = src == self._form_text      # the form wrote this text: it shows it already
@@ -337,14 +340,21 @@ class RuleEditor(QWidget):
                         errs.append((ptr, msg, nearest_range(self._ranges, ptr)[0]))
                 else:
                     self.rule = rule.to_dict()
+                    warns = [(ptr, msg, nearest_range(self._ranges, ptr)[0])
+                             for ptr, msg in rule.warnings]
         self.error_list = errs
+        self.warning_list = warns
         self._show_errors(src)
         self.form.show_errors([(p, m) for p, m, _o in errs])
+        self.form.show_warnings([(p, m) for p, m, _o in warns], doc)
         ok = self.rule is not None
         self.apply_button.setEnabled(ok)
         self.save_button.setEnabled(ok)
         if not src.strip():
             self.status.setText("No rule yet: run a search.")
+        elif ok and warns:
+            self.status.setText(f"<span style='color:#7bd88f'>✓ valid rule</span> <span "
+                                f"style='color:{WARNING_COLOR}'>· ⚠ {len(warns)} warning(s)</span>")
         elif ok:
             self.status.setText("<span style='color:#7bd88f'>✓ valid rule</span>")
         else:
@@ -356,17 +366,18 @@ class RuleEditor(QWidget):
         self.errors.clear()
         sels = []
         doc = self.text.document()
-        for ptr, msg, off in self.error_list:
+        for (ptr, msg, off), warn in [(e, False) for e in self.error_list] + \
+                [(e, True) for e in self.warning_list]:
             block = doc.findBlock(min(off, max(0, len(src) - 1)))
             line = block.blockNumber() + 1
-            it = QListWidgetItem(f"line {line}   {ptr or '/'}   {msg}")
+            it = QListWidgetItem(f"{'⚠ ' if warn else ''}line {line}   {ptr or '/'}   {msg}")
             it.setData(Qt.ItemDataRole.UserRole, off)
             it.setData(Qt.ItemDataRole.UserRole + 1, ptr)
-            it.setForeground(QColor("#ff8a8a"))
+            it.setForeground(QColor(WARNING_COLOR if warn else "#ff8a8a"))
             self.errors.addItem(it)
             sel = QTextEdit.ExtraSelection()
             fmt = QTextCharFormat()
-            fmt.setBackground(QColor(255, 80, 80, 60))
+            fmt.setBackground(QColor(249, 199, 79, 50) if warn else QColor(255, 80, 80, 60))
             fmt.setProperty(QTextCharFormat.Property.FullWidthSelection, True)
             fmt.setToolTip(msg)
             sel.format = fmt

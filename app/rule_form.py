@@ -9,8 +9,10 @@ library's statistics of that field ("in this library: median 22 m, 5–95 %: 3 t
 The form never validates on its own: it writes the rule document (what the user typed, numbers as
 numbers and anything else as the text typed) and the engine's schema (`strived.rules.parse_rule`)
 says what is wrong, by JSON pointer; `show_errors` puts each message on the widget its pointer
-names. A document the form cannot show as it is (a sequence, a negation, an unknown key...) is
-refused with a one-line reason by `load`, and the rule stays in the JSON view.
+names. The engine's warnings (a valid rule that probably matches nothing: an unknown class) go
+on their widgets the same way, in amber (`show_warnings`). A document the form cannot show as it
+is (a sequence, a negation, an unknown key...) is refused with a one-line reason by `load`, and
+the rule stays in the JSON view.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ SOFT_KEYS = {"temporal_change": {"type", "field", "window_seconds", "magnitude",
                                  "min_fraction"}}
 
 _INVALID_STYLE = "border: 1px solid #ff6b6b; border-radius: 3px;"
+WARNING_COLOR = "#f9c74f"        # the engine's warnings (a valid rule that may match nothing)
 
 
 def number_value(text: str) -> Any:
@@ -447,6 +450,7 @@ class RuleForm(QWidget):
         self.soft_rows: list[SoftRow] = []
         self._pointer_widgets: dict[str, QWidget] = {}
         self._marked: list[QWidget] = []
+        self._class_warnings: dict[str, str] = {}    # class name -> the engine's warning
 
         self.banner = QLabel("", self)
         self.banner.setObjectName("ruleFormReason")
@@ -476,6 +480,11 @@ class RuleForm(QWidget):
         self.classes.setMaximumHeight(78)
         self.classes.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
         self.class_note = _dim("", who)
+        self.warning = QLabel("", who)                 # the engine's warnings about this part
+        self.warning.setObjectName("ruleFormWarning")
+        self.warning.setStyleSheet(f"color: {WARNING_COLOR};")
+        self.warning.setWordWrap(True)
+        self.warning.hide()
         g = QGridLayout(who)
         g.setVerticalSpacing(4)
         top = QHBoxLayout()
@@ -490,6 +499,7 @@ class RuleForm(QWidget):
         g.addWidget(self.any_class, 1, 1, Qt.AlignmentFlag.AlignTop)
         g.addWidget(self.classes, 1, 2)
         g.addWidget(self.class_note, 2, 2)
+        g.addWidget(self.warning, 3, 1, 1, 2)
         g.setColumnStretch(2, 1)
         # gates
         self.gates_box = QGroupBox("Must hold (hard gates: a video is kept only if some track "
@@ -587,6 +597,7 @@ class RuleForm(QWidget):
         while len(rows) > len(docs):
             r = rows.pop()
             lay.removeWidget(r)
+            r.hide()                  # gone now, not when the deferred delete runs
             r.deleteLater()
         while len(rows) < len(docs):
             r = cls(self)
@@ -618,6 +629,10 @@ class RuleForm(QWidget):
                     it.setForeground(QColor("#7d848e"))
                     it.setToolTip("no track of this class in this library" if self.hints else
                                   "a class the records format or the detector uses")
+                if n in self._class_warnings:
+                    it.setText(f"⚠ {it.text()}")
+                    it.setForeground(QColor(WARNING_COLOR))
+                    it.setToolTip(self._class_warnings[n])
                 self.classes.addItem(it)
             n_lib = len(lib)
             self.class_note.setText(f"{n_lib} class(es) in this library (number = tracks); grey: none "
@@ -720,6 +735,25 @@ class RuleForm(QWidget):
                 w.setToolTip(msg)
                 self._marked.append(w)
 
+    def show_warnings(self, warnings: list[tuple[str, str]], doc: dict | None) -> None:
+        """The engine's (pointer, message) warnings of a valid rule (``Rule.warnings``: an unknown
+        class, which probably matches no track) in amber: on the class it names in the picker
+        (its tooltip says why) and under the classes; ``doc`` is the rule document they refer to."""
+        cf = ((doc or {}).get("entity") or {}).get("class_filter") if isinstance(doc, dict) else None
+        by_class, lines = {}, []
+        for ptr, msg in warnings:
+            parts = ptr.split("/")
+            if len(parts) == 4 and parts[1:3] == ["entity", "class_filter"] and parts[3].isdigit() \
+                    and isinstance(cf, list) and int(parts[3]) < len(cf):
+                by_class[str(cf[int(parts[3])])] = msg
+            lines.append(msg)
+        shown = self.reason is None and bool(lines)
+        if by_class != self._class_warnings:
+            self._class_warnings = by_class
+            self._fill_classes(self._chosen_classes())
+        self.warning.setText("\n".join(f"⚠ {m}" for m in lines))
+        self.warning.setVisible(shown)
+
     # ------------------------------------------------------------------ user edits
     def _emit_edited(self, *_a) -> None:
         if not self._loading:
@@ -785,5 +819,6 @@ class RuleForm(QWidget):
             (self.soft_rows, self.softs_lay)
         rows.remove(row)
         lay.removeWidget(row)
+        row.hide()
         row.deleteLater()
         self._emit_edited()

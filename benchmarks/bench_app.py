@@ -4,13 +4,22 @@ start to a usable window with a 10k-video library (target ≤ 3 s), player seek 
 track drawn).
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python benchmarks/bench_app.py [--work DIR] [--videos N]
-        [--tracks N] [--only timeline] [--json PATH]
+        [--library DIR] [--tracks N] [--only timeline|search|index] [--json PATH]
 
 ``--json PATH`` also writes the figures (keys: seek {cold, after_scan}, seek_clip, cold_start
 {videos, wall_s, rc, ready}, search_stall and index_stall {ticks, p50_ms, p99_ms, max_ms, wall_s, ...},
 timeline {tracks, drawn, explain_s, show_first_ms, show_ms, select_other_ms, toggle_others_ms,
 hover_ms, click_pick_ms}); a cold start whose process failed has wall_s null and its error.
-``--only timeline`` runs the timeline part alone (seconds, no 10k library).
+``--only timeline`` runs the timeline part alone (seconds, no 10k library); ``--only search`` the
+search stall and the cancel latency; ``--only index`` the indexing stall. ``--library DIR`` searches
+a copy of an existing library (e.g. the scale benchmark's 10k one; the original is never written)
+instead of the bench's own synthetic one; its cached rule features are dropped from the copy, so
+the search computes them as a first search after indexing does.
+
+Cancel latency (key ``cancel``): a re-rank with a rule whose window was never computed (the rule
+source computes window features over every candidate track), cancelled by a real click on the
+Cancel button after a delay; the time from the click until the engine's job has stopped
+(``stop_ms``, target < 500 ms), and until the window is idle again (``ui_ms``).
 """
 
 from __future__ import annotations
@@ -89,6 +98,74 @@ class StallMeter:
         g = np.array(self.gaps or [0.0])
         return {"ticks": len(g), "p50_ms": float(np.percentile(g, 50)),
                 "p99_ms": float(np.percentile(g, 99)), "max_ms": float(g.max())}
+
+
+def library_copy(src: Path, work: Path) -> Path:
+    """A copy of the library ``src`` under ``work`` (made once: copying 10k videos takes ~10 s),
+    without the rule features a search computes, so every run measures the same cold search."""
+    import shutil
+
+    dst = work / f"copy-{src.name}"
+    stamp = json.dumps({"src": str(src), "mtime": (src / "library.sqlite").stat().st_mtime})
+    if not (dst / "COPIED.json").exists() or (dst / "COPIED.json").read_text() != stamp:
+        shutil.rmtree(dst, ignore_errors=True)
+        shutil.copytree(src, dst)
+        (dst / "COPIED.json").write_text(stamp)
+    for f in (dst / "cache").glob("feat-*.npy"):
+        f.unlink()
+    return dst
+
+
+#: when the Cancel click comes, as a fraction of the same search's uncancelled time
+CANCEL_AT = (0.05, 0.15, 0.25, 0.35, 0.45, 0.55, 0.65, 0.75, 0.85, 0.95)
+
+
+def bench_cancel(app, win, fractions=CANCEL_AT) -> dict:
+    """Cancel a search by a real click on the Cancel button part-way through it: a re-rank with
+    the cut-in rule at a window no search used before (its window features are computed over the
+    candidate tracks: the longest step of a search), first run once to the end to time it.
+    Returns the time from the click until the job stopped (``stop_ms``) and until the window was
+    idle (``ui_ms``)."""
+    import copy
+
+    import numpy as np
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+
+    from conftest import CUTIN_RULE
+
+    trials, full = [], None
+    for k, frac in enumerate((None,) + tuple(fractions)):
+        rule = copy.deepcopy(CUTIN_RULE)
+        rule["soft_scores"][0]["window_seconds"] = round(2.0 + 0.173 * k, 3)   # never computed
+        t0 = time.perf_counter()
+        win.search(rule=rule)
+        w = win._search_worker
+        if frac is None:                           # the same kind of search, not cancelled
+            run_until(app, lambda: w.is_done, 300)
+            full = round((time.perf_counter() - t0) * 1000, 1)
+            continue
+        delay = round(frac * full / 1000, 3)
+        run_until(app, lambda: w.is_done or time.perf_counter() - t0 >= delay, 300)
+        if w.is_done:
+            trials.append({"delay_s": delay, "finished_first": True})
+            continue
+        step = getattr(w, "step_text", "rule source")
+        t_click = time.perf_counter()
+        QTest.mouseClick(win.search_cancel, Qt.MouseButton.LeftButton)
+        ui_ms = (time.perf_counter() - t_click) * 1000
+        idle = not win.search_cancel.isVisible() and win.search_button.isEnabled()
+        run_until(app, lambda: w.is_done, 300)
+        trials.append({"delay_s": delay, "step": step, "ui_ms": round(ui_ms, 1), "ui_idle": idle,
+                       "stop_ms": round((time.perf_counter() - t_click) * 1000, 1),
+                       "cancelled": w.result is None and w.error is None})
+    stops = np.array([t["stop_ms"] for t in trials if "stop_ms" in t])
+    none = "no trial was cancelled before it finished" if not stops.size else None
+    return {"uncancelled_ms": full, "trials": trials,
+            "stop_p50_ms": None if none else float(np.median(stops)),
+            "stop_max_ms": None if none else float(stops.max()),
+            "ui_max_ms": None if none else max(t["ui_ms"] for t in trials if "ui_ms" in t),
+            **({"note": none} if none else {})}
 
 
 def run_until(app, cond, timeout_s):
@@ -202,7 +279,10 @@ def main() -> int:
     ap.add_argument("--videos", type=int, default=10000)
     ap.add_argument("--json", default=None, help="also write the figures to this JSON file")
     ap.add_argument("--tracks", type=int, default=200, help="tracks of the timeline's video")
-    ap.add_argument("--only", choices=["timeline"], default=None, help="run only this part")
+    ap.add_argument("--only", choices=["timeline", "search", "index"], default=None,
+                    help="run only this part")
+    ap.add_argument("--library", default=None,
+                    help="search a copy of this library (e.g. /tmp/scale/cache/lib-10000)")
     args = ap.parse_args()
     fig: dict = {}
     work = Path(args.work)
@@ -215,35 +295,46 @@ def main() -> int:
     from conftest import make_clip
 
     app = QApplication.instance() or QApplication([])
-    fig["timeline"] = bench_timeline(app, args.tracks)
-    print(f"timeline, {args.tracks}-track video:", fig["timeline"], flush=True)
+    if args.only in (None, "timeline"):
+        fig["timeline"] = bench_timeline(app, args.tracks)
+        print(f"timeline, {args.tracks}-track video:", fig["timeline"], flush=True)
     if args.only == "timeline":
-        if args.json:
-            Path(args.json).write_text(json.dumps(fig, indent=1) + "\n", encoding="utf-8")
-            print(f"wrote {args.json}")
-        return 0
-    clip720 = BENCH / "videos" / "kr_blackbox_test_video.mp4"
-    if not clip720.exists():
-        clip720 = work / "gen720.mp4"
-        make_clip(clip720, n_frames=300, fps=30.0, size=(1280, 720))
-    fig["seek_clip"] = clip720.name
-    fig["seek"] = bench_seek(app, str(clip720))
-    print("seek 720p", clip720.name, fig["seek"], flush=True)
-
-    big = synthetic_library(work / f"lib{args.videos}", args.videos)
+        return _write(args, fig)
     ini = work / "settings.ini"
-    t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "app", str(big), "--ready-and-quit", "--settings",
-                          str(ini)], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    wall = time.perf_counter() - t0
-    print(f"cold start {args.videos} videos: process wall {wall:.2f} s; {out.stdout.strip()}",
-          flush=True)
-    fig["cold_start"] = {"videos": args.videos, "wall_s": round(wall, 3) if out.returncode == 0 else None,
-                         "rc": out.returncode, "ready": out.stdout.strip()[-500:]}
-    if out.returncode != 0:
-        fig["cold_start"]["error"] = f"exit {out.returncode}: {out.stderr.strip()[-500:]}"
-
     settings = AppSettings(QSettings(str(ini), QSettings.Format.IniFormat))
+    if args.only == "index":
+        return _index_part(app, args, fig, work, settings, MainWindow, make_clip)
+    if args.only is None:
+        clip720 = BENCH / "videos" / "kr_blackbox_test_video.mp4"
+        if not clip720.exists():
+            clip720 = work / "gen720.mp4"
+            make_clip(clip720, n_frames=300, fps=30.0, size=(1280, 720))
+        fig["seek_clip"] = clip720.name
+        fig["seek"] = bench_seek(app, str(clip720))
+        print("seek 720p", clip720.name, fig["seek"], flush=True)
+
+    if args.library:
+        big = library_copy(Path(args.library).expanduser().resolve(), work)
+        from strived.store.library import Library
+
+        with Library.open(big) as lib:
+            args.videos = len(lib)
+        print(f"library: a copy of {args.library} ({args.videos} videos, rule features dropped)",
+              flush=True)
+    else:
+        big = synthetic_library(work / f"lib{args.videos}", args.videos)
+    if args.only is None:
+        t0 = time.perf_counter()
+        out = subprocess.run([sys.executable, "-m", "app", str(big), "--ready-and-quit", "--settings",
+                              str(ini)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        wall = time.perf_counter() - t0
+        print(f"cold start {args.videos} videos: process wall {wall:.2f} s; {out.stdout.strip()}",
+              flush=True)
+        fig["cold_start"] = {"videos": args.videos, "wall_s": round(wall, 3) if out.returncode == 0 else None,
+                             "rc": out.returncode, "ready": out.stdout.strip()[-500:]}
+        if out.returncode != 0:
+            fig["cold_start"]["error"] = f"exit {out.returncode}: {out.stderr.strip()[-500:]}"
+
     win = MainWindow(settings)
     win.show()
     win.open_library(str(big))
@@ -264,8 +355,37 @@ def main() -> int:
     fig["search_stall"] = {"videos": args.videos, "wall_s": round(wall, 3), **stall}
     if win._search_worker.error:
         fig["search_stall"]["error"] = str(win._search_worker.error)
+    if args.library:
+        fig["search_stall"]["library"] = str(args.library)
+    run_until(app, lambda: False, 2.0)       # the first result's inspect and timeline settle
+    meter.start()
+    fig["cancel"] = {"videos": args.videos, **bench_cancel(app, win)}
+    fig["cancel"]["stall"] = meter.stop()
+    print(f"cancel a re-rank over {args.videos} videos (uncancelled "
+          f"{fig['cancel']['uncancelled_ms']} ms):", flush=True)
+    for t in fig["cancel"]["trials"]:
+        print("   ", t, flush=True)
+    c = fig["cancel"]
+    print(f"  stop p50 {c['stop_p50_ms']} ms, max {c['stop_max_ms']} ms; UI idle after the click "
+          f"within {c['ui_max_ms']} ms; stall while cancelling:", c["stall"], c.get("note", ""),
+          flush=True)
     win.close()
+    if args.only == "search":
+        return _write(args, fig)
+    return _index_part(app, args, fig, work, settings, MainWindow, make_clip)
 
+
+def _write(args, fig) -> int:
+    if args.json:
+        Path(args.json).write_text(json.dumps(fig, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {args.json}")
+    return 0
+
+
+def _index_part(app, args, fig, work, settings, MainWindow, make_clip) -> int:  # noqa: N803
+    if args.only not in (None, "index"):
+        return _write(args, fig)
+    meter = StallMeter()
     vids = work / "index_videos"
     if not vids.exists():
         vids.mkdir()
@@ -286,10 +406,7 @@ def main() -> int:
     print(f"indexing 3 clips ({wall:.1f} s):", stall, flush=True)
     fig["index_stall"] = {"clips": 3, "wall_s": round(wall, 3), **stall}
     win.close()
-    if args.json:
-        Path(args.json).write_text(json.dumps(fig, indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {args.json}")
-    return 0
+    return _write(args, fig)
 
 
 if __name__ == "__main__":

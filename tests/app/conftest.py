@@ -334,6 +334,21 @@ def run_search(qtbot, w, text="a car cuts in from the right", timeout=60000):
     return b.args[0]
 
 
+def set_spin(qtbot, spin, text):
+    """Select a spin box's text, type ``text`` and leave it with Tab (as a user edits it)."""
+    spin.setFocus()
+    qtbot.keyClick(spin, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+    qtbot.keyClicks(spin, text)
+    qtbot.keyClick(spin, Qt.Key.Key_Tab)
+
+
+def type_text(qtbot, edit, text):
+    """Select a line edit's text and type ``text``."""
+    edit.setFocus()
+    qtbot.keyClick(edit, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+    qtbot.keyClicks(edit, text)
+
+
 def click_row(qtbot, w, row, modifier=Qt.KeyboardModifier.NoModifier):
     w.table.scrollTo(w.model.index(row, 1))
     rect = w.table.visualRect(w.model.index(row, 1))

@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPoint, Qt
 
 from tests.app.conftest import (CUTIN_RULE, click_plot, click_row, many_tracks_records, rerank,
                                 run_search, shot)
@@ -202,6 +202,63 @@ def test_form_journey_edit_gate_rerank_invalid_value_and_sequence(qtbot, window,
     # the next single-pattern rule goes back to the form
     run_search(qtbot, w)
     assert ed.tabs.currentWidget() is form and form.reason is None
+
+
+def test_unknown_class_warning_shows_in_the_form_too(qtbot, window, library_copy):
+    """A rule naming a class no records use ('cars'): valid, so it can re-rank, but the engine
+    warns it probably matches nothing. The warning shows in the list under both tabs, in the form
+    on the class it names and under the classes; ticking the right class clears it."""
+    w = window
+    w.open_library(str(library_copy))
+    run_search(qtbot, w)
+    ed, form = w.rule_editor, w.rule_editor.form
+    bad = dict(CUTIN_RULE, entity=dict(CUTIN_RULE["entity"], class_filter=["cars"]))
+    # typed in the JSON tab (as an expert, or a rule pasted from elsewhere)
+    _click_tab(qtbot, w.tabs, "Rule")
+    _click_tab(qtbot, ed.tabs, "JSON")
+    ed.text.setFocus()
+    qtbot.keyClick(ed.text, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+    qtbot.keyClicks(ed.text, json.dumps(bad))
+    qtbot.waitUntil(lambda: ed.errors.count() == 1, timeout=3000)
+    item = ed.errors.item(0).text()
+    assert item.startswith("⚠") and "/entity/class_filter/0" in item and "unknown class 'cars'" in item
+    assert "did you mean 'car'" in item
+    assert ed.apply_button.isEnabled() and "1 warning" in ed.status.text()
+    # the form tab: the warning under the classes and on the 'cars' item itself
+    _click_tab(qtbot, ed.tabs, "Form")
+    assert form.reason is None
+    assert form.warning.isVisible() and "unknown class 'cars'" in form.warning.text()
+    names = [form.classes.item(k).data(Qt.ItemDataRole.UserRole) for k in range(form.classes.count())]
+    cars = form.classes.item(names.index("cars"))
+    assert cars.text().startswith("⚠") and cars.checkState() == Qt.CheckState.Checked
+    assert "unknown class 'cars'" in cars.toolTip()
+    assert ed.errors.count() == 1                       # the list shows it under the form too
+    qtbot.waitUntil(lambda: form.hints is not None, timeout=20000)
+    names = [form.classes.item(k).data(Qt.ItemDataRole.UserRole) for k in range(form.classes.count())]
+    assert form.classes.item(names.index("cars")).text().startswith("⚠")     # kept when refilled
+    qtbot.wait(50)                                      # the hints' new lines laid out
+    shot(w, "rule_form_unknown_class_warning")
+    # a click on the warning goes to the class picker
+    qtbot.mouseClick(ed.errors.viewport(), Qt.MouseButton.LeftButton,
+                     pos=ed.errors.visualItemRect(ed.errors.item(0)).center())
+    assert form.classes.hasFocus() and ed.tabs.currentWidget() is form
+    # the user unticks 'cars' and ticks 'car' (clicks on the check boxes): no warning any more
+    for name in ("cars", "car"):
+        names = [form.classes.item(k).data(Qt.ItemDataRole.UserRole) for k in range(form.classes.count())]
+        it = form.classes.item(names.index(name))
+        rect = form.classes.visualItemRect(it)
+        qtbot.mouseClick(form.classes.viewport(), Qt.MouseButton.LeftButton,
+                         pos=rect.topLeft() + QPoint(rect.height() // 2, rect.height() // 2))
+    doc = json.loads(ed.text.toPlainText())
+    assert doc["entity"]["class_filter"] == ["car"]
+    assert ed.errors.count() == 0 and not form.warning.isVisible()
+    assert "warning" not in ed.status.text()
+    names = [form.classes.item(k).data(Qt.ItemDataRole.UserRole) for k in range(form.classes.count())]
+    assert not any(form.classes.item(k).text().startswith("⚠") for k in range(form.classes.count()))
+    # the re-rank from the form uses it
+    with qtbot.waitSignal(w.search_finished, timeout=30000) as b:
+        qtbot.mouseClick(ed.apply_button, Qt.MouseButton.LeftButton)
+    assert b.args[0].rule["entity"]["class_filter"] == ["car"]
 
 
 def _add_many_tracks(library_folder):

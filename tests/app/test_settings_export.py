@@ -9,7 +9,8 @@ import json
 import pytest
 from PySide6.QtCore import QSettings, Qt
 
-from tests.app.conftest import CUTIN_RULE, activate, click_button, click_row, rerank, run_search, shot
+from tests.app.conftest import (CUTIN_RULE, activate, click_button, click_row, rerank, run_search, set_spin,
+                                shot, type_text)
 
 MARK_GATE = {"field": "distance", "op": "lt", "value": 77.5}    # only our library's rule has it
 
@@ -87,19 +88,6 @@ def test_rule_library_chosen_in_settings_is_used_by_searches(qtbot, window, libr
     assert resp.rule == resp0.rule
 
 
-def _set_spin(qtbot, spin, text):
-    spin.setFocus()
-    qtbot.keyClick(spin, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
-    qtbot.keyClicks(spin, text)
-    qtbot.keyClick(spin, Qt.Key.Key_Tab)
-
-
-def _type(qtbot, edit, text):
-    edit.setFocus()
-    qtbot.keyClick(edit, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
-    qtbot.keyClicks(edit, text)
-
-
 def test_export_marked_results_with_lead_in_out_and_the_exported_mark(qtbot, window, library_copy,
                                                                       tmp_path):
     import cv2
@@ -128,9 +116,9 @@ def test_export_marked_results_with_lead_in_out_and_the_exported_mark(qtbot, win
     assert dlg.windowTitle() == "Export the 2 marked results"
     assert sorted(r["video_id"] for r in dlg.rows) == ["gen_cutin_a", "gen_cutin_b"]
     out = tmp_path / "marked"
-    _type(qtbot, dlg.folder, str(out))
-    _set_spin(qtbot, dlg.lead_in, "1.5")
-    _set_spin(qtbot, dlg.lead_out, "3")
+    type_text(qtbot, dlg.folder, str(out))
+    set_spin(qtbot, dlg.lead_in, "1.5")
+    set_spin(qtbot, dlg.lead_out, "3")
     assert (dlg.lead_in.value(), dlg.lead_out.value()) == (1.5, 3.0)
     dlg.clips.setCurrentIndex(1)                      # frame-accurate re-encode
     qtbot.mouseClick(dlg.export_button, Qt.MouseButton.LeftButton)
@@ -173,7 +161,7 @@ def test_export_marked_results_with_lead_in_out_and_the_exported_mark(qtbot, win
     dlg = w.export_dialog
     qtbot.waitExposed(dlg)
     assert (dlg.lead_in.value(), dlg.lead_out.value()) == (1.5, 3.0)
-    _type(qtbot, dlg.folder, str(tmp_path / "second"))
+    type_text(qtbot, dlg.folder, str(tmp_path / "second"))
     dlg.csv.setChecked(True)
     qtbot.mouseClick(dlg.export_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: dlg.report is not None, timeout=30000)
