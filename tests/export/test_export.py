@@ -123,3 +123,35 @@ def test_write_atomic_and_fiftyone_timestamps(tmp_path):
                               "start_frame": None, "end_frame": None, "score": 0.5}], "ev")
     assert json.loads(lab)["labels"]["v"][0]["timestamps"] == [1.0, 2.0]
     assert json.loads(data) == {"v": "/v.mp4"}
+
+
+def test_clips_use_the_best_codec_this_machine_has(tmp_path, monkeypatch):
+    """H.264 when OpenCV can open an H.264 writer here, else MPEG-4 Part 2; the written clip says
+    which (its FourCC) and still decodes frame-exactly."""
+    import cv2
+
+    import strived.export as ex
+
+    probe = cv2.VideoWriter(str(tmp_path / "p.mp4"), cv2.VideoWriter_fourcc(*"avc1"), 10.0, (64, 48))
+    h264 = probe.isOpened()
+    probe.release()
+    monkeypatch.setattr(ex, "_CODEC", [])
+    monkeypatch.delenv("STRIVED_EXPORT_CODEC", raising=False)
+    assert ex.clip_codec() == ("avc1" if h264 else "mp4v")
+    src = tmp_path / "src.mp4"
+    _clip(src)
+    out = cut_clip_reencode(str(src), tmp_path / "c.mp4", 5, 14)
+    cap = cv2.VideoCapture(out)
+    fourcc = int(cap.get(cv2.CAP_PROP_FOURCC)).to_bytes(4, "little").decode("ascii", "replace").lower()
+    codes = []
+    while True:
+        ok, f = cap.read()
+        if not ok:
+            break
+        codes.append(_code(f))
+    cap.release()
+    assert codes == list(range(5, 15))
+    assert fourcc in (("avc1", "h264") if h264 else ("mp4v", "fmp4"))   # FFmpeg names MPEG-4 Part 2 FMP4
+    # forcing a codec is honoured
+    monkeypatch.setenv("STRIVED_EXPORT_CODEC", "mp4v")
+    assert ex.clip_codec() == "mp4v"
