@@ -106,8 +106,7 @@ def exports(library) -> dict[str, list[dict]]:
 
 # -- thumbnails and stats
 def thumbnail(library, video_id: str) -> bytes | None:
-    r = library.conn.execute("SELECT jpeg FROM thumbnails WHERE video_id=?", (video_id,)).fetchone()
-    return r[0] if r else None
+    return library.thumbnail(video_id)
 
 
 def make_thumbnail(library, video_id: str, path: str, t_s: float = 0.0, width: int = 192) -> bool:
@@ -127,10 +126,7 @@ def make_thumbnail(library, video_id: str, path: str, t_s: float = 0.0, width: i
         ok, buf = cv2.imencode(".jpg", small, [cv2.IMWRITE_JPEG_QUALITY, 80])
         if not ok:
             return False
-        with library.transaction():
-            library.conn.execute("INSERT OR REPLACE INTO thumbnails(video_id, jpeg, width, height) "
-                                 "VALUES (?,?,?,?)", (video_id, buf.tobytes(), small.shape[1],
-                                                       small.shape[0]))
+        library.put_thumbnail(video_id, buf.tobytes(), small.shape[1], small.shape[0])
         return True
     finally:
         cap.release()

@@ -81,7 +81,7 @@ def sample_job(folder: str, progress=None, cancel=None) -> dict:
 
     out = build_sample_library(folder, progress=progress, cancel=cancel)
     with Library.open(out["library"]) as lib:
-        have = {r[0] for r in lib.conn.execute("SELECT video_id FROM thumbnails")}
+        have = lib.thumbnail_ids()
         for v in lib.list_videos():
             if v["id"] not in have and v.get("path"):
                 ops.make_thumbnail(lib, v["id"], v["path"], 5.0)

@@ -97,8 +97,7 @@ def write_result(lib, path: str, *, fp: Fingerprint, file_hash: str | None, conf
                     status="done", error=None, config=config)
             if thumbnail_jpeg:
                 w, h = thumbnail_size or (None, None)
-                lib.conn.execute("INSERT OR REPLACE INTO thumbnails(video_id, jpeg, width, height) "
-                                 "VALUES (?,?,?,?)", (rec.info.id, thumbnail_jpeg, w, h))
+                lib.put_thumbnail(rec.info.id, thumbnail_jpeg, w, h)
     except sqlite3.Error as e:
         raise LibraryError(f"cannot write {rec.info.id} into {lib.folder}: {e}") from None
 

@@ -613,6 +613,21 @@ class Library:
     def count_marks(self) -> int:
         return int(self.conn.execute("SELECT COUNT(*) FROM marks").fetchone()[0])
 
+    # -- thumbnails (one small JPEG per video; the indexer and the app's worker write them)
+    def put_thumbnail(self, video_id: str, jpeg: bytes, width: int | None = None,
+                      height: int | None = None) -> None:
+        """Store (or replace) the thumbnail of ``video_id`` (a savepoint inside an open transaction)."""
+        with self.transaction():
+            self.conn.execute("INSERT OR REPLACE INTO thumbnails(video_id, jpeg, width, height) "
+                              "VALUES (?,?,?,?)", (video_id, jpeg, width, height))
+
+    def thumbnail(self, video_id: str) -> bytes | None:
+        r = self.conn.execute("SELECT jpeg FROM thumbnails WHERE video_id=?", (video_id,)).fetchone()
+        return r[0] if r else None
+
+    def thumbnail_ids(self) -> set[str]:
+        return {r[0] for r in self.conn.execute("SELECT video_id FROM thumbnails")}
+
     # -- saved searches (a name -> the query and a JSON spec: rule, weights, ranking...)
     def save_search(self, name: str, query: str, spec: dict) -> None:
         """Store (or replace) the saved search ``name``."""

@@ -262,3 +262,22 @@ def test_availability_is_interned_and_read_from_the_cache_file(tmp_path):
     assert len(av) == 6 and av["v000007"]["speed"]["status"] != "marker"
     assert av["v000003"]["speed"]["status"] != "marker"
     lib.close()
+
+
+def test_thumbnails_are_written_by_the_store(tmp_path):
+    import pytest as _pt
+
+    from strived.store import Library
+    from tests.core.synth import synth_video
+
+    lib = Library.open(tmp_path / "lib", create=True)
+    lib.add_videos([synth_video("a", seed=1), synth_video("b", seed=2)])
+    lib.put_thumbnail("a", b"\xff\xd8jpeg", 192, 108)
+    assert lib.thumbnail("a") == b"\xff\xd8jpeg" and lib.thumbnail("b") is None
+    assert lib.thumbnail_ids() == {"a"}
+    with _pt.raises(RuntimeError):
+        with lib.transaction():
+            lib.put_thumbnail("b", b"x")
+            raise RuntimeError("rolled back")
+    assert lib.thumbnail_ids() == {"a"}
+    lib.close()
