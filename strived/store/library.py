@@ -513,28 +513,20 @@ class Library:
         # answer of the last one from a small file of the cache folder instead, keyed by the
         # library's creation and content version (never written to the database: a search must
         # not need write access).
-        n = self.conn.execute("SELECT COUNT(*) FROM videos").fetchone()[0]
-        key = f"{self.meta_get('created_at')}|{ver}|{n}"
-        path = self.cache_dir / "video_profiles.json"
+        key, n = self._side_cache_key()
         out = None
+        d = self._read_side_cache("video_profiles.json", key)
         try:
-            d = json.loads(path.read_text())
-            if d.get("key") == key:
+            if d is not None:
                 video = set(d["video"])
                 out = {vid: ("video" if vid in video else "tracks") for vid in d["ids"]}
-        except (OSError, ValueError, KeyError, TypeError):
+        except (KeyError, TypeError):
             out = None
         if out is None:
             out = {vid: ("video" if has else "tracks") for vid, has in self.conn.execute(
                 "SELECT id, json_extract(attrs, '$.perception') IS NOT NULL FROM videos ORDER BY id")}
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_name(f"video_profiles.{os.getpid()}.tmp")
-                tmp.write_text(json.dumps({"key": key, "ids": list(out),
-                                           "video": [v for v, p in out.items() if p == "video"]}))
-                tmp.replace(path)
-            except OSError:
-                pass                      # a cache that cannot be written is only slower
+            self._write_side_cache("video_profiles.json", {
+                "key": key, "ids": list(out), "video": [v for v, p in out.items() if p == "video"]})
         self._profiles_cache = (ver, out)
         return out
 
@@ -551,16 +543,14 @@ class Library:
         # large library does not hold a dict per video (~3 KB each). A new process reads them
         # from a small file of the cache folder (like `video_profiles`) instead of every row's
         # attrs. Callers must not modify the returned dicts.
-        n = self.conn.execute("SELECT COUNT(*) FROM videos").fetchone()[0]
-        key = f"{self.meta_get('created_at')}|{ver}|{n}"
-        path = self.cache_dir / "video_availability.json"
+        key, n = self._side_cache_key()
         out = None
+        d = self._read_side_cache("video_availability.json", key)
         try:
-            d = json.loads(path.read_text())
-            if d.get("key") == key and len(d["ids"]) == len(d["which"]) == n:
+            if d is not None and len(d["ids"]) == len(d["which"]) == n:
                 kinds = [k if isinstance(k, dict) else {} for k in d["kinds"]]
                 out = {vid: kinds[i] for vid, i in zip(d["ids"], d["which"])}
-        except (OSError, ValueError, KeyError, TypeError, IndexError):
+        except (KeyError, TypeError, IndexError):
             out = None
         if out is None:
             out, kinds, index, which = {}, [], {}, []
@@ -576,15 +566,33 @@ class Library:
                     kinds.append(d if isinstance(d, dict) else {})
                 out[vid] = kinds[k]
                 which.append(k)
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_name(f"video_availability.{os.getpid()}.tmp")
-                tmp.write_text(json.dumps({"key": key, "kinds": kinds, "ids": list(out), "which": which}))
-                tmp.replace(path)
-            except OSError:
-                pass                      # a cache that cannot be written is only slower
+            self._write_side_cache("video_availability.json",
+                                   {"key": key, "kinds": kinds, "ids": list(out), "which": which})
         self._avail_cache = (ver, out)
         return out
+
+    # -- small per-library answers kept in a file of the cache folder (never in the database: a
+    #    search must not need write access), keyed by creation, content version and video count
+    def _side_cache_key(self) -> tuple[str, int]:
+        n = self.conn.execute("SELECT COUNT(*) FROM videos").fetchone()[0]
+        return f"{self.meta_get('created_at')}|{self.content_version}|{n}", n
+
+    def _read_side_cache(self, name: str, key: str) -> dict | None:
+        try:
+            d = json.loads((self.cache_dir / name).read_text())
+        except (OSError, ValueError):
+            return None
+        return d if isinstance(d, dict) and d.get("key") == key else None
+
+    def _write_side_cache(self, name: str, payload: dict) -> None:
+        path = self.cache_dir / name
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(payload))
+            tmp.replace(path)
+        except OSError:
+            pass                      # a cache that cannot be written is only slower
 
     def stats(self) -> dict:
         n_v = len(self)

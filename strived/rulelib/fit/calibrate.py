@@ -345,7 +345,6 @@ def _inherit_from_parents(entries: dict) -> None:
         rule, taken = inherit_numbers(e.rule, par.rule)
         if not taken:
             continue
-        parse_rule(rule)   # still a valid rule
-        e.rule = parse_rule(rule).to_dict()
+        e.rule = parse_rule(rule).to_dict()   # (raises if the result were not a valid rule)
         e.note = ((e.note + "; ") if e.note else "") + (
             f"numbers shared with the calibrated parent event '{ev.parent}' taken from it: " + ", ".join(taken))
