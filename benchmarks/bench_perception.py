@@ -31,15 +31,21 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def bench_clips(videos: Path, names: list[str], fps: float, overlays: Path | None, fig: dict) -> dict:
+def bench_clips(videos: Path, names: list[str], fps: float, overlays: Path | None, fig: dict,
+                device: str = "auto", batch: int | None = None) -> dict:
     from strived.perception.detect import make_detector
     from strived.perception.overlay import save_overlays
     from strived.perception.pipeline import PerceptionConfig, perceive_video
 
     from strived.perception.detect import DEFAULT_DETECTOR
 
-    det = make_detector(DEFAULT_DETECTOR, "auto")
+    det = make_detector(DEFAULT_DETECTOR, device)
     cfg = PerceptionConfig(sample_fps=fps)
+    if batch:
+        cfg.batch_size = int(batch)
+    fig["detector"] = dict(det.config)
+    fig["batch_size"] = cfg.batch_size
+    print(f"detector: {det.config}")
     tot = {s: 0.0 for s in STAGES}
     tot_n, tot_wall, tot_video = 0, 0.0, 0.0
     recs = {}
@@ -164,6 +170,9 @@ def main(argv=None) -> int:
     ap.add_argument("--fps", type=float, default=10.0)
     ap.add_argument("--overlays", default="/tmp/perception_overlays")
     ap.add_argument("--json", default=None, help="also write the figures to this JSON file")
+    ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
+                    help="where the detector runs (auto: a CUDA GPU when there is one)")
+    ap.add_argument("--batch", type=int, default=None, help="frames per detector call (default: the pipeline's)")
     a = ap.parse_args(argv)
     bench = Path(a.bench)
     if not bench.exists():
@@ -171,7 +180,7 @@ def main(argv=None) -> int:
         return 2
     names = sorted(p.stem for p in (bench / "videos").glob("*.mp4")) if a.all else DEFAULT_CLIPS[: a.clips]
     fig: dict = {"fps": a.fps}
-    recs = bench_clips(bench / "videos", names, a.fps, Path(a.overlays) if a.overlays else None, fig)
+    recs = bench_clips(bench / "videos", names, a.fps, Path(a.overlays) if a.overlays else None, fig, a.device, a.batch)
     if "kr_blackbox_test_video" in recs:
         cut_in_check(recs["kr_blackbox_test_video"])
     fig["kitti_ranging"] = kitti_ranging(bench / "records")

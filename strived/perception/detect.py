@@ -76,15 +76,6 @@ def _empty() -> np.ndarray:
     return np.zeros((0, 6), dtype=np.float32)
 
 
-def _intersection_over_smaller(a: np.ndarray, b: np.ndarray) -> float:
-    iw = min(a[2], b[2]) - max(a[0], b[0])
-    ih = min(a[3], b[3]) - max(a[1], b[1])
-    if iw <= 0 or ih <= 0:
-        return 0.0
-    small = min((a[2] - a[0]) * (a[3] - a[1]), (b[2] - b[0]) * (b[3] - b[1]))
-    return float(iw * ih / max(small, 1e-9))
-
-
 def _nms_per_class(dets: np.ndarray, iou_thr: float) -> np.ndarray:
     """Greedy per-class NMS over rows sorted by descending score; returns kept row indices (sorted)."""
     n = len(dets)
@@ -122,20 +113,23 @@ def postprocess(dets: np.ndarray, *, nms_iou: float = 0.45, vehicle_merge_iou: f
         return _empty()
     dets = dets[np.argsort(-dets[:, 4], kind="stable")]
     dets = dets[_nms_per_class(dets, nms_iou)]  # vectorised first pass: hundreds of raw boxes -> a few
-    keep: list[int] = []
+    # second pass: box i is dropped when a kept better-scoring box j is the same class and overlaps
+    # (IoU), or both are vehicles and they are one vehicle (IoU) or one lies inside the other
+    # (intersection over the smaller box); the pairwise tests are computed once for all pairs
+    b = dets[:, :4].astype(np.float64)
+    iou = iou_matrix(b, b)
+    iw = np.clip(np.minimum(b[:, None, 2], b[None, :, 2]) - np.maximum(b[:, None, 0], b[None, :, 0]), 0, None)
+    ih = np.clip(np.minimum(b[:, None, 3], b[None, :, 3]) - np.maximum(b[:, None, 1], b[None, :, 1]), 0, None)
+    area = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    ios = iw * ih / np.maximum(np.minimum(area[:, None], area[None, :]), 1e-9)
+    cls = dets[:, 5]
+    veh = cls <= 2
+    clash = (((cls[:, None] == cls[None, :]) & (iou >= nms_iou))
+             | (veh[:, None] & veh[None, :] & ((iou >= vehicle_merge_iou) | (ios >= contained))))
+    kept = np.zeros(len(dets), bool)
     for i in range(len(dets)):
-        ok = True
-        for j in keep:
-            same = dets[i, 5] == dets[j, 5]
-            both_vehicles = dets[i, 5] <= 2 and dets[j, 5] <= 2
-            iou = iou_matrix(dets[i:i + 1, :4], dets[j:j + 1, :4])[0, 0]
-            ios = _intersection_over_smaller(dets[i, :4], dets[j, :4])
-            if (same and iou >= nms_iou) or (both_vehicles and (iou >= vehicle_merge_iou or ios >= contained)):
-                ok = False
-                break
-        if ok:
-            keep.append(i)
-    dets = dets[keep]
+        kept[i] = not clash[i, :i][kept[:i]].any()
+    dets = dets[kept]
     ped = dets[:, 5] == CLASS_INDEX["pedestrian"]
     two = np.isin(dets[:, 5], [CLASS_INDEX[c] for c in TWO_WHEELERS])
     if ped.any() and two.any():
@@ -458,6 +452,31 @@ def gfl_decode(scores: np.ndarray, reg: np.ndarray, stride: int, grid_w: int, sc
     return np.column_stack([boxes, best[keep], cls[keep]]).astype(np.float32)
 
 
+RUNTIMES = ("onnxruntime", "torch", "opencv-dnn")
+
+
+def nanodet_runtime(device: str, ort=None) -> str:
+    """Which runtime runs the shipped ONNX detector: ``STRIVED_DETECTOR_RUNTIME`` when set
+    (onnxruntime, torch or opencv-dnn); else, for CUDA, onnxruntime when it has its CUDA provider,
+    PyTorch when it sees a CUDA GPU (the pip onnxruntime wheel is CPU-only); else onnxruntime on
+    the CPU, or OpenCV DNN when onnxruntime is not installed."""
+    forced = os.environ.get("STRIVED_DETECTOR_RUNTIME", "").strip().lower()
+    if forced:
+        if forced not in RUNTIMES:
+            raise DetectorError(f"STRIVED_DETECTOR_RUNTIME={forced!r}: use one of {', '.join(RUNTIMES)}")
+        if forced == "onnxruntime" and ort is None:
+            raise DetectorError("STRIVED_DETECTOR_RUNTIME=onnxruntime but onnxruntime is not installed")
+        return forced
+    if device == "cuda":
+        if ort is not None and "CUDAExecutionProvider" in ort.get_available_providers():
+            return "onnxruntime"
+        from .onnx_torch import torch_cuda_available
+
+        if torch_cuda_available():
+            return "torch"
+    return "onnxruntime" if ort is not None else "opencv-dnn"
+
+
 class NanoDetDetector:
     """NanoDet-g (COCO, GFL head, Apache-2.0) from ``resources/models/nanodet-g.onnx``.
 
@@ -466,8 +485,9 @@ class NanoDetDetector:
     the frame's own aspect: the frame is resized to ``input_width`` (height in proportion, padded
     at the bottom to a multiple of 32), not squeezed into the 416x416 square it was trained on
     (``square=True`` letterboxes into ``input_width`` x ``input_width`` instead). Input BGR,
-    NCHW, normalised with NanoDet's mean/std. Runs on onnxruntime (CUDA provider when asked and present) or, without onnxruntime, on
-    OpenCV DNN. Batched: one network call per batch of equally sized frames.
+    NCHW, normalised with NanoDet's mean/std. Runs on onnxruntime (CUDA provider when asked and
+    present), on PyTorch for CUDA when onnxruntime has no CUDA provider (:mod:`.onnx_torch`), or,
+    without onnxruntime, on OpenCV DNN (see :func:`nanodet_runtime`). Batched: one network call per batch of equally sized frames.
     """
 
     name = "nanodet-g"
@@ -490,12 +510,23 @@ class NanoDetDetector:
         self.max_candidates = int(max_candidates)
         self.cls_map = label_map(COCO80)
         self.coco_cols = np.nonzero(self.cls_map >= 0)[0]
-        self.session = self.net = None
+        self.session = self.net = self.graph = None
         try:
             import onnxruntime as ort
         except ImportError:
             ort = None
-        if ort is not None:
+        runtime = nanodet_runtime(device, ort)
+        if runtime == "torch":
+            from .onnx_torch import OnnxTorchError, TorchOnnxGraph
+
+            try:
+                self.graph = TorchOnnxGraph(path, "cuda" if device == "cuda" else "cpu")
+            except OnnxTorchError as e:
+                raise DetectorError(str(e)) from e
+            self.output_names = self.graph.output_names
+            self.device = self.graph.device.type
+            self.runtime = "torch"
+        elif ort is not None:
             self.session = _ort_session(ort, path, device, "NanoDet model")
             self.input_name = self.session.get_inputs()[0].name
             self.output_names = [o.name for o in self.session.get_outputs()]
@@ -524,6 +555,8 @@ class NanoDetDetector:
         return self.input_width, max(64, h)
 
     def _forward(self, x: np.ndarray) -> list[np.ndarray]:
+        if self.graph is not None:
+            return self.graph(x)
         if self.session is not None:
             return self.session.run(self.output_names, {self.input_name: x})
         self.net.setInput(x)
@@ -698,9 +731,15 @@ def resolve_device(device: str, backend: str) -> str:
     if backend in ("onnx", "nanodet-g"):
         try:
             import onnxruntime as ort
-            return "cuda" if "CUDAExecutionProvider" in ort.get_available_providers() else "cpu"
+            if "CUDAExecutionProvider" in ort.get_available_providers():
+                return "cuda"
         except ImportError:
-            return "cpu"
+            pass
+        if backend == "nanodet-g":
+            from .onnx_torch import torch_cuda_available
+
+            return "cuda" if torch_cuda_available() else "cpu"
+        return "cpu"
     try:
         import torch
         return "cuda" if torch.cuda.is_available() else "cpu"

@@ -53,7 +53,7 @@ def detect_lanes(gray: np.ndarray, horizon_y: float, scale: float = 1.0,
                            maxLineGap=max(6, h // 40))
     if segs is None:
         return LaneObservation(None, None)
-    segs = segs[:, 0, :].astype(np.float64)
+    segs = np.asarray(segs).reshape(-1, 4).astype(np.float64)  # (N,1,4) in OpenCV 4, (N,4) in 5
     segs[:, [1, 3]] += y0
     dx, dy = segs[:, 2] - segs[:, 0], segs[:, 3] - segs[:, 1]
     ang = np.degrees(np.arctan2(np.abs(dy), np.abs(dx)))

@@ -275,3 +275,44 @@ def test_nanodet_without_onnxruntime_falls_back_to_opencv(nanodet, monkeypatch):
     assert ra.keys() == rb.keys() and len(ra) == 6
     for k in ra:
         np.testing.assert_allclose(ra[k], rb[k], atol=1e-3)
+
+
+def _postprocess_reference(dets, nms_iou=0.45, vehicle_merge_iou=0.7, contained=0.85):
+    """The second pass of postprocess written pair by pair (what the vectorised code must equal)."""
+    from strived.perception.boxes import iou_matrix
+
+    def ios(a, b):
+        iw = min(a[2], b[2]) - max(a[0], b[0])
+        ih = min(a[3], b[3]) - max(a[1], b[1])
+        if iw <= 0 or ih <= 0:
+            return 0.0
+        return float(iw) * float(ih) / max(min(float(a[2] - a[0]) * float(a[3] - a[1]),
+                                               float(b[2] - b[0]) * float(b[3] - b[1])), 1e-9)
+
+    keep = []
+    for i in range(len(dets)):
+        ok = True
+        for j in keep:
+            iou = iou_matrix(dets[i:i + 1, :4], dets[j:j + 1, :4])[0, 0]
+            same = dets[i, 5] == dets[j, 5]
+            veh = dets[i, 5] <= 2 and dets[j, 5] <= 2
+            if (same and iou >= nms_iou) or (veh and (iou >= vehicle_merge_iou or ios(dets[i], dets[j]) >= contained)):
+                ok = False
+                break
+        if ok:
+            keep.append(i)
+    return dets[keep]
+
+
+def test_postprocess_pairwise_rules_equal_reference():
+    from strived.perception.detect import _nms_per_class
+
+    rng = np.random.default_rng(7)
+    for _ in range(150):
+        n = int(rng.integers(0, 90))
+        xy, wh = rng.uniform(0, 500, (n, 2)), rng.uniform(5, 180, (n, 2))
+        d = np.column_stack([xy, xy + wh, rng.uniform(0.05, 1, n), rng.integers(0, 3, n)]).astype(np.float32)
+        got = postprocess(d.copy())           # classes 0-2 only: no pedestrians, so no rider step
+        d = d[np.argsort(-d[:, 4], kind="stable")]
+        want = _postprocess_reference(d[_nms_per_class(d, 0.45)])
+        assert got.shape == want.shape and np.array_equal(got, want.astype(np.float32))

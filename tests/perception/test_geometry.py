@@ -72,6 +72,20 @@ def test_detect_lanes_on_drawn_road():
     assert abs(vx - 320) < 15 and abs(vy - 173) < 15
 
 
+def test_detect_lanes_accepts_opencv5_line_shape(monkeypatch):
+    """OpenCV 5 returns HoughLinesP segments as (N, 4) where OpenCV 4 gave (N, 1, 4): same lanes."""
+    import cv2
+
+    img = np.zeros((360, 640), np.uint8)
+    cv2.line(img, (120, 340), (300, 190), 255, 5)
+    cv2.line(img, (540, 340), (340, 190), 255, 5)
+    want = detect_lanes(img, horizon_y=170)
+    real = cv2.HoughLinesP
+    monkeypatch.setattr(cv2, "HoughLinesP", lambda *a, **k: (lambda r: None if r is None else r.reshape(-1, 4))(real(*a, **k)))
+    got = detect_lanes(img, horizon_y=170)
+    assert got.left is not None and np.allclose(got.vanishing_point(), want.vanishing_point())
+
+
 def test_smooth_series_handles_nan_and_irregular_time():
     t = np.array([0, 0.1, 0.2, 0.5, 0.6, 1.0])
     v = np.array([1.0, 1.0, 9.0, 1.0, np.nan, 1.0])
