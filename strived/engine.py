@@ -128,16 +128,23 @@ def available_fields(library, profile: str | None = None, videos=None) -> set[st
     if not hasattr(library, "availability"):
         return None
     avails = library.availability()
+    memo_key = None
+    if videos is None and hasattr(library, "content_version"):
+        # asked on every search, per profile: remembered until the library's content changes
+        memo_key = (library.content_version, id(avails), profile)
+        memo = getattr(library, "_available_fields_memo", None)
+        if memo is not None and memo[0] == memo_key:
+            return set(memo[1]) if memo[1] is not None else None
     prof = library.video_profiles() if profile else {}
-    vids = [v for v in avails if (profile is None or prof.get(v) == profile)
-            and (videos is None or v in videos)]
-    if not vids:
-        return None
-    out = set()
-    for f in ALL_FIELDS:
-        base = DERIVED_FROM.get(f, f)
-        if any(field_available(avails[v], base) is not False for v in vids):
-            out.add(f)
+    # videos share a few availability records (the library interns them): test each one once
+    distinct = {id(avails[v]): avails[v] for v in avails
+                if (profile is None or prof.get(v) == profile) and (videos is None or v in videos)}
+    out = None
+    if distinct:
+        out = {f for f in ALL_FIELDS
+               if any(field_available(av, DERIVED_FROM.get(f, f)) is not False for av in distinct.values())}
+    if memo_key is not None:
+        library._available_fields_memo = (memo_key, frozenset(out) if out is not None else None)
     return out
 
 
