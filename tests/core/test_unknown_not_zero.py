@@ -180,3 +180,23 @@ def test_a_fraction_of_the_clip_is_not_met_by_the_part_with_an_estimate(tmp_path
     note = [n for n in resp.notices if "could not judge" in n]
     assert note and "ego speed known on too little of the clip: 1" in note[0]
     lib.close()
+
+
+def test_fields_some_video_has_follow_the_library_as_it_changes(tmp_path):
+    """available_fields is remembered per library state: adding a video that has ego speed makes
+    speed available again in the same open library (no stale answer)."""
+    lib = Library.open(tmp_path / "lib", create=True)
+    no_speed = synth_video("video", seed=2)
+    no_speed.ego["speed"][:] = np.nan
+    no_speed.info.attrs["perception"] = {"perception_version": 2}
+    no_speed.info.attrs["availability"] = {"speed": {"source": "video", "reason": "no road texture"}}
+    lib.add_videos([no_speed])
+    first = engine.available_fields(lib, "video")
+    assert "speed" not in first and engine.available_fields(lib, "video") == first
+    with_speed = synth_video("video2", seed=3)
+    with_speed.info.attrs["perception"] = {"perception_version": 2}
+    with_speed.info.attrs["availability"] = {"speed": {"source": "video"}}
+    lib.add_videos([with_speed])
+    assert "speed" in engine.available_fields(lib, "video")
+    assert "speed" not in engine.available_fields(lib, "video", videos={"video"})
+    lib.close()
