@@ -19,7 +19,7 @@ from typing import Any, Sequence
 from .errors import Cancelled, SourceUnavailable, StrivedError
 from .jobs import CancelFn, ProgressFn, check_cancel, report
 from .query import ParsedQuery, parse_query
-from .retrieval.fusion import RRF_K, weighted_rrf
+from .retrieval.fusion import RRF_K, shared_ranks, weighted_rrf
 from .rules import Rule, RuleScorer, parse_rule
 
 SOURCES = ("rule", "dense", "bm25")
@@ -61,6 +61,8 @@ class SearchResponse:
     timings_ms: dict[str, float] = field(default_factory=dict)
     sources_used: list[str] = field(default_factory=list)
     rankings: dict[str, list[str]] = field(default_factory=dict)
+    # each source's scores, aligned with ``rankings`` (equal scores share a rank in the fusion)
+    ranking_scores: dict[str, list[float]] = field(default_factory=dict, repr=False)
     # the rule each calibration profile ran ({"tracks": rule, "video": rule}) when they differ,
     # and the profile of each video; `rule` is then the rule of the library's main profile
     rules_by_profile: dict[str, dict] = field(default_factory=dict)
@@ -504,6 +506,8 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
             weights = {s: 1.0 for s in used}
     timings["router"] = (time.perf_counter() - t0) * 1e3
     w_used = {s: float(weights.get(s, 0.0)) for s in used}
+    # each source's scores in its ranking's order: equal scores share a rank in the fusion
+    ranked_scores = {s: [scores[s][v] for v in rankings[s]] for s in used}
     if len(used) == 1:
         only = used[0]
         fused = [(v, scores[only][v]) for v in rankings[only]]
@@ -513,10 +517,12 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
             # videos the rule cannot evaluate get its expected term, not a silent 0 (fusion.py)
             abstain = {"rule": (list(unjudged), max(0, len(library) - len(unjudged)))}
         fused = weighted_rrf({s: rankings[s] for s in used}, w_used, rrf_k=rrf_k, top_k=top_k,
-                             abstain=abstain)
+                             abstain=abstain, scores=ranked_scores)
     fused = fused[:top_k]
 
     # spans: the rule's peak window for the top hits (records needed), else the dense segment
+    import numpy as np
+
     t0 = time.perf_counter()
     hits: list[SearchHit] = []
     vids_meta = None
@@ -524,8 +530,11 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
     memos = {p: _span_memo(library, r) for p, r in rule_of.items()}
     span_memo = _span_memo(library, rule_obj) if rule_obj is not None else None
     pos = {s: dict(zip(rankings[s], range(1, len(rankings[s]) + 1))) for s in used}
+    # the rank each source's term used: videos with equal scores share one (fusion.shared_ranks)
+    fused_rank = {s: shared_ranks(ranked_scores[s]) for s in used}   # by position in rankings[s]
     n_ranked = {s: len(rankings[s]) for s in used}
     best_bm25 = max(scores["bm25"].values(), default=0.0) if "bm25" in used else 0.0
+    rule_desc = None      # the rule's scores negated (ascending), for percentiles; built on first use
     from .retrieval.relevance import default_model, hit_features
 
     rel_model = default_model()
@@ -564,11 +573,15 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
             span = dense_spans.get(vid)
         per_source = {s: {"rank": pos[s].get(vid), "of": n_ranked[s], "score": scores[s].get(vid),
                           "weight": w_used[s],
-                          "contribution": (w_used[s] / (rrf_k + pos[s][vid])) if vid in pos[s] else 0.0}
+                          "contribution": (w_used[s] / (rrf_k + fused_rank[s][pos[s][vid] - 1])) if vid in pos[s] else 0.0}
                       for s in used}
         if "rule" in per_source and per_source["rule"]["rank"]:
-            # share of the judged videos this one scores at least as high as (1.0 = the top)
-            per_source["rule"]["percentile"] = 1.0 - (per_source["rule"]["rank"] - 1) / max(1, n_ranked["rule"])
+            # share of the judged videos this one scores at least as high as (1.0 = the top):
+            # one minus the share that score strictly higher, so every video of a tie gets the same
+            if rule_desc is None:
+                rule_desc = np.negative(np.asarray(ranked_scores["rule"], np.float64))
+            higher = int(np.searchsorted(rule_desc, -per_source["rule"]["score"], side="left"))
+            per_source["rule"]["percentile"] = 1.0 - higher / max(1, n_ranked["rule"])
         if "bm25" in per_source and per_source["bm25"]["rank"] and best_bm25 > 0:
             per_source["bm25"]["score_vs_best"] = per_source["bm25"]["score"] / best_bm25
         if "rule" in per_source and vid in unjudged:
@@ -589,7 +602,8 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
     timings["total"] = (time.perf_counter() - t_all) * 1e3
     return SearchResponse(query=query, hits=hits, rule=rule_obj.to_dict() if rule_obj else None,
                           match=match, weights=w_used, notices=notices, timings_ms=timings,
-                          sources_used=used, rankings=rankings, rules_by_profile=rules_by_profile,
+                          sources_used=used, rankings=rankings, ranking_scores=ranked_scores,
+                          rules_by_profile=rules_by_profile,
                           video_profiles=profiles, rule_unjudged=unjudged)
 
 

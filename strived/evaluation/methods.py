@@ -167,8 +167,9 @@ def rule_hits(ctx: EvalContext, q: BenchQuery, *, calibrated=True, adapter=True,
     return hits, spans
 
 
-def _query_rankings(ctx, q: BenchQuery, variant: dict) -> dict[str, list[str]]:
-    """Each source's ranking of the benchmark's items for ``q`` under a rule variant (cached)."""
+def _query_rankings(ctx, q: BenchQuery, variant: dict) -> tuple[dict[str, list[str]], dict[str, list[float]]]:
+    """Each source's ranking of the benchmark's items for ``q`` under a rule variant, and its
+    scores aligned with it (cached)."""
     key = ("rankings", q.id, tuple(sorted(variant.items())))
     if key not in ctx.cache:
         hits, _ = rule_hits(ctx, q, **variant)
@@ -178,17 +179,25 @@ def _query_rankings(ctx, q: BenchQuery, variant: dict) -> dict[str, list[str]]:
         except SourceUnavailable as e:
             raise MethodUnavailable(str(e)) from None
         items = set(ctx.bench.item_ids)
-        ctx.cache[key] = {s: [v for v in r if v in items] for s, r in resp.rankings.items()}
+        keep = {s: [i for i, v in enumerate(r) if v in items] for s, r in resp.rankings.items()}
+        ctx.cache[key] = ({s: [resp.rankings[s][i] for i in ix] for s, ix in keep.items()},
+                          {s: [resp.ranking_scores[s][i] for i in ix] for s, ix in keep.items()})
     return ctx.cache[key]
+
+
+def _example(ctx, q: BenchQuery, variant: dict):
+    from ..retrieval.router_fit import Example, query_kind
+
+    rankings, scores = _query_rankings(ctx, q, variant)
+    return Example(q.text, rankings, set(q.relevant), set(q.ambiguous), query_kind(q.text), scores)
 
 
 def _cv_router_weights(ctx, q: BenchQuery, variant: dict) -> dict[str, float]:
     """Router weights for ``q`` fitted on every *other* query of the benchmark (leave one query
     out), on the same rule variant's rankings: out-of-sample like the cross-fitted rules."""
-    from ..retrieval.router_fit import Example, fit_router, query_kind
+    from ..retrieval.router_fit import fit_router
 
-    exs = [Example(o.text, _query_rankings(ctx, o, variant), set(o.relevant), set(o.ambiguous),
-                   query_kind(o.text)) for o in ctx.bench.queries if o.id != q.id]
+    exs = [_example(ctx, o, variant) for o in ctx.bench.queries if o.id != q.id]
     w, _ = fit_router(exs).weights(q.text)
     return w
 
@@ -266,10 +275,9 @@ def _rule_hand(ctx, q):
 def fit_router_on_benchmark(ctx: EvalContext, provenance: dict | None = None):
     """The fusion router fitted on every query of the benchmark (the product's rule variant), for
     shipping or for a user's own labelled folder (`strived eval --fit-router`)."""
-    from ..retrieval.router_fit import Example, fit_router, query_kind
+    from ..retrieval.router_fit import fit_router
 
-    exs = [Example(q.text, _query_rankings(ctx, q, {}), set(q.relevant), set(q.ambiguous), query_kind(q.text))
-           for q in ctx.bench.queries if q.relevant]
+    exs = [_example(ctx, q, {}) for q in ctx.bench.queries if q.relevant]
     return fit_router(exs, provenance={"benchmark": ctx.bench.name, **(provenance or {})})
 
 

@@ -7,6 +7,12 @@ A video absent from a source's ranking gets nothing from that source, except a v
 estimated): unknown is neither a match nor a non-match, so such a video gets that source's
 expected term over the videos it did judge, ``w_s * mean_v(1 / (rrf_k + rank_s(v)))`` with 0 for
 judged videos it did not rank. Ties break on video id.
+
+Equal scores share a rank (``scores``): rank_s(v) is then the mean of the positions of every
+video with v's score in source s (fractional ranking), e.g. twelve videos tied at the rule score
+1.0 all get rank 6.5 instead of ranks 1..12 in video-id order. A tie is no evidence of order, and
+the id order is an artefact (on bench-dev the rule's ties at 1.0 put the same "av2_*" records
+first for most queries); with a shared rank the other sources decide the order inside a tie.
 """
 
 from __future__ import annotations
@@ -15,17 +21,48 @@ import heapq
 from operator import itemgetter
 from typing import Collection, Mapping, Sequence
 
+import numpy as np
+
 RRF_K = 60
+
+
+def _shared_ranks(scores: Sequence[float]) -> np.ndarray:
+    s = np.asarray(scores, dtype=np.float64)
+    n = len(s)
+    if n == 0:
+        return np.zeros(0)
+    starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+    ends = np.r_[starts[1:], n]
+    return np.repeat((starts + 1 + ends) / 2.0, ends - starts)
+
+
+def shared_ranks(scores: Sequence[float]) -> list[float]:
+    """1-based ranks of a best-first list of scores where equal scores share the mean of their
+    positions: [0.9, 0.5, 0.5, 0.1] -> [1, 2.5, 2.5, 4]. Only *equal* neighbours tie (a source's
+    scores are compared exactly; the list must be sorted best first)."""
+    return _shared_ranks(scores).tolist()
+
+
+def _terms(ranked: Sequence[str], scores: "Sequence[float] | None", w: float, rrf_k: int) -> list[float]:
+    """Each ranked video's term w / (rrf_k + rank), ranks shared by equal ``scores`` when given."""
+    if scores is None:
+        return [w / r for r in range(rrf_k + 1, rrf_k + 1 + len(ranked))]
+    if len(scores) != len(ranked):
+        raise ValueError(f"{len(scores)} scores for a ranking of {len(ranked)} videos")
+    return (w / (rrf_k + _shared_ranks(scores))).tolist()
 
 
 def weighted_rrf(rankings: Mapping[str, Sequence[str]], weights: Mapping[str, float] | None = None,
                  rrf_k: int = RRF_K, top_k: int | None = None,
-                 abstain: Mapping[str, tuple[Collection[str], int]] | None = None) -> list[tuple[str, float]]:
+                 abstain: Mapping[str, tuple[Collection[str], int]] | None = None,
+                 scores: Mapping[str, Sequence[float]] | None = None) -> list[tuple[str, float]]:
     """Fuse per-source rankings (best first). Unknown or missing weights count as 1.0 when
     ``weights`` is None (plain RRF) and 0.0 otherwise. Negative weights are rejected.
     ``top_k`` keeps only the first ``top_k`` of the fused list (same order; faster).
     ``abstain``: source -> (videos it could not judge, number of videos it judged); see the
-    module doc."""
+    module doc. ``scores``: source -> its scores, aligned with its ranking; equal scores share
+    a rank (module doc). A source without scores ranks by position."""
+    scores_in = scores or {}
     if rrf_k < 0:
         raise ValueError("rrf_k must be >= 0")
     scores: dict[str, float] = {}
@@ -33,21 +70,22 @@ def weighted_rrf(rankings: Mapping[str, Sequence[str]], weights: Mapping[str, fl
         w = 1.0 if weights is None else float(weights.get(source, 0.0))
         if w < 0:
             raise ValueError(f"weight of {source!r} is negative ({w})")
+        terms = _terms(ranked, scores_in.get(source), w, rrf_k)
         if not scores:
             # first source: the same sums (0.0 + x == x), built at C speed
-            scores = dict(zip(ranked, [w / r for r in range(rrf_k + 1, rrf_k + 1 + len(ranked))]))
+            scores = dict(zip(ranked, terms))
             if len(scores) == len(ranked):
                 continue
             scores = {}                      # duplicate ids: accumulate them one by one
         get = scores.get
-        for rank, vid in enumerate(ranked, start=rrf_k + 1):
-            scores[vid] = get(vid, 0.0) + w / rank
+        for term, vid in zip(terms, ranked):
+            scores[vid] = get(vid, 0.0) + term
     for source, (vids, n_judged) in (abstain or {}).items():
         ranked = rankings.get(source, ())
         w = 1.0 if weights is None else float(weights.get(source, 0.0))
         if not vids or w == 0.0 or n_judged <= 0:
             continue
-        expected = w * sum(1.0 / r for r in range(rrf_k + 1, rrf_k + 1 + len(ranked))) / n_judged
+        expected = w * sum(_terms(ranked, scores_in.get(source), 1.0, rrf_k)) / n_judged
         get = scores.get
         for vid in vids:
             scores[vid] = get(vid, 0.0) + expected
@@ -67,13 +105,18 @@ def weighted_rrf(rankings: Mapping[str, Sequence[str]], weights: Mapping[str, fl
 
 
 def contributions(rankings: Mapping[str, Sequence[str]], weights: Mapping[str, float] | None,
-                  video_id: str, rrf_k: int = RRF_K) -> dict[str, float]:
-    """Each source's term w_s / (rrf_k + rank_s(v)) for one video (0 when absent)."""
+                  video_id: str, rrf_k: int = RRF_K,
+                  scores: Mapping[str, Sequence[float]] | None = None) -> dict[str, float]:
+    """Each source's term w_s / (rrf_k + rank_s(v)) for one video (0 when absent); ``scores`` as
+    in `weighted_rrf` (equal scores share a rank)."""
     out = {}
     for source, ranked in rankings.items():
         w = 1.0 if weights is None else float(weights.get(source, 0.0))
+        ranked = list(ranked)
         try:
-            out[source] = w / (rrf_k + list(ranked).index(video_id) + 1)
+            i = ranked.index(video_id)
         except ValueError:
             out[source] = 0.0
+            continue
+        out[source] = _terms(ranked, (scores or {}).get(source), w, rrf_k)[i]
     return out

@@ -9,7 +9,8 @@ whether it has surface words), adds the library's dense embedder kind, and learn
 triple per kind of query from labelled queries:
 
 - candidate triples: every (rule, dense, bm25) in {0, 0.25, 0.5, 1}³ with a 1 (the main source);
-- objective: mean average precision of the weighted-RRF fusion (k = 60) over the training queries
+- objective: mean average precision of the weighted-RRF fusion (k = 60; a source's equal scores
+  share a rank, as in search) over the training queries
   of that kind; a kind with fewer than ``MIN_QUERIES`` training queries uses the triple fitted on
   all training queries; ties go to the triple closest to equal weights (the least committal);
 - prior: a cell keeps the word-list router's per-query weights (``"wordlist"``) unless a fixed
@@ -66,10 +67,15 @@ class Example:
     relevant: set[str]
     ambiguous: set[str] = field(default_factory=set)
     kind: str = ""
+    # each source's scores aligned with its ranking (equal scores share a rank, as in search);
+    # a source without scores ranks by position
+    scores: dict[str, list[float]] = field(default_factory=dict)
 
 
 def _ap(ex: Example, w: dict[str, float]) -> float:
-    fused = [v for v, _ in weighted_rrf({s: r for s, r in ex.rankings.items() if s in w}, w, rrf_k=RRF_K)]
+    rk = {s: r for s, r in ex.rankings.items() if s in w}
+    fused = [v for v, _ in weighted_rrf(rk, w, rrf_k=RRF_K,
+                                        scores={s: ex.scores[s] for s in rk if s in ex.scores})]
     return average_precision(fused, ex.relevant, ex.ambiguous)
 
 
@@ -148,7 +154,9 @@ def fit_router(examples: list[Example], min_queries: int = MIN_QUERIES, provenan
     for kind, exs in sorted(by_kind.items()):
         if len(exs) >= min_queries:
             cells[kind], _ = _best(exs)
-    prov = {"queries": len(examples), "min_queries_per_cell": min_queries, **(provenance or {})}
+    prov = {"queries": len(examples), "min_queries_per_cell": min_queries, "prior": WORDLIST,
+            "min_gain_map": MIN_GAIN, "fusion": f"weighted RRF k={RRF_K}, equal scores share a rank",
+            **(provenance or {})}
     return FittedRouter(cells, default, prov)
 
 

@@ -74,3 +74,43 @@ def test_rrf_gives_an_abstaining_source_its_expected_term():
     # a zero weight or nothing judged adds nothing
     z = dict(weighted_rrf(rankings, {"rule": 0.0, "dense": 1.0}, rrf_k=0, abstain={"rule": (["u"], 3)}))
     assert z["u"] == 1.0
+
+
+def test_shared_ranks_give_equal_scores_the_mean_position():
+    from strived.retrieval.fusion import shared_ranks
+
+    assert shared_ranks([0.9, 0.5, 0.5, 0.1]) == [1.0, 2.5, 2.5, 4.0]
+    assert shared_ranks([1.0, 1.0, 1.0]) == [2.0, 2.0, 2.0]
+    assert shared_ranks([0.3, 0.2, 0.1]) == [1.0, 2.0, 3.0]   # no tie: plain positions
+    assert shared_ranks([]) == []
+
+
+def test_a_tie_in_one_source_is_ordered_by_the_other_sources_not_by_video_id():
+    """Twelve videos tie at the rule score 1.0; the relevant one ("z") has the last id. Ranked
+    by position inside the tie (id order), the rule's 1/61 vs 1/72 gap outweighs the dense
+    source's small weight and an irrelevant "a00" wins; with a shared rank the tie carries no
+    order, so dense decides."""
+    tied = [f"a{i:02d}" for i in range(11)] + ["z"]
+    rankings = {"rule": tied, "dense": ["z"] + tied[:-1]}
+    w = {"rule": 1.0, "dense": 0.1}
+    by_position = [v for v, _ in weighted_rrf(rankings, w)]
+    assert by_position[0] == "a00"                     # what raw id order does
+    fused = weighted_rrf(rankings, w, scores={"rule": [1.0] * 12})
+    assert fused[0][0] == "z"
+    assert fused[0][1] == pytest.approx(1 / (60 + 6.5) + 0.1 / 61)
+    # every tied video gets the same rule term
+    assert contributions(rankings, w, "a00", scores={"rule": [1.0] * 12})["rule"] == \
+        pytest.approx(contributions(rankings, w, "z", scores={"rule": [1.0] * 12})["rule"])
+    # scores that do not tie leave plain RRF unchanged (bit for bit)
+    distinct = {"rule": [1.0 - i / 100 for i in range(12)]}
+    assert weighted_rrf(rankings, w, scores=distinct) == weighted_rrf(rankings, w)
+    with pytest.raises(ValueError):
+        weighted_rrf(rankings, w, scores={"rule": [1.0]})
+
+
+def test_abstain_term_uses_the_shared_ranks():
+    rankings = {"rule": ["a", "b"], "dense": ["u", "a", "b"]}
+    out = dict(weighted_rrf(rankings, {"rule": 1.0, "dense": 1.0}, rrf_k=0,
+                            abstain={"rule": (["u"], 3)}, scores={"rule": [0.7, 0.7]}))
+    assert out["u"] == pytest.approx(1 / 1 + (1 / 1.5 + 1 / 1.5) / 3)
+    assert out["a"] == pytest.approx(out["b"] - 1 / 3 + 1 / 2)    # same rule term, dense 1/2 vs 1/3

@@ -96,3 +96,20 @@ def test_route_uses_the_shipped_fitted_router_and_keeps_the_wordlist_ablation():
     r = route(q)
     assert r.source == "fitted" and r.weights == fr.weights(q)[0]
     assert route(q, mode="wordlist").weights == offline_route(q).weights
+
+
+def test_fit_scores_fusions_with_ties_sharing_a_rank():
+    """The router is fitted on the fusion that search runs: a source's tied videos share a rank.
+    Here the rule ties every video (a gate-only rule) and only dense orders them: a small dense
+    weight is then enough to put the relevant video first."""
+    from strived.retrieval.router_fit import _ap
+
+    rel = "v19"
+    rule = ITEMS                                          # id order inside one tie
+    dense = [rel] + [v for v in ITEMS if v != rel]
+    ex = Example("a car cuts out of our lane", {"rule": rule, "dense": dense, "bm25": []}, {rel}, set(),
+                 "k", scores={"rule": [1.0] * len(ITEMS)})
+    w = {"rule": 1.0, "dense": 0.25, "bm25": 0.0}
+    assert _ap(ex, w) == 1.0
+    ex.scores = {}                                         # positions: the id order buries it
+    assert _ap(ex, w) < 0.5
