@@ -80,6 +80,9 @@ def evidence_cell(ps: dict, source: str) -> str:
         return "–"
     of = ps.get("of")
     pos = f"{rank}/{of}" if of else f"#{rank}"
+    tie = ps.get("tie") if source == "rule" else None
+    if tie:   # videos sharing one rule score have no order among them
+        pos = f"={tie['first']}/{of} ({tie['size']} tied)" if of else f"={tie['first']} ({tie['size']} tied)"
     if source == "rule" and ps.get("percentile") is not None:
         return f"p{100 * float(ps['percentile']):.0f} · {pos}"
     if source == "dense" and ps.get("score") is not None:

@@ -582,6 +582,9 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
                 rule_desc = np.negative(np.asarray(ranked_scores["rule"], np.float64))
             higher = int(np.searchsorted(rule_desc, -per_source["rule"]["score"], side="left"))
             per_source["rule"]["percentile"] = 1.0 - higher / max(1, n_ranked["rule"])
+            tied = int(np.searchsorted(rule_desc, -per_source["rule"]["score"], side="right")) - higher
+            if tied > 1:   # videos sharing this exact score: the rule cannot order them
+                per_source["rule"]["tie"] = {"first": higher + 1, "size": tied}
         if "bm25" in per_source and per_source["bm25"]["rank"] and best_bm25 > 0:
             per_source["bm25"]["score_vs_best"] = per_source["bm25"]["score"] / best_bm25
         if "rule" in per_source and vid in unjudged:

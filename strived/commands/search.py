@@ -90,13 +90,18 @@ def match_probabilities(m: dict) -> str:
 
 def evidence_text(per_source: dict) -> str:
     """Each source's evidence for one hit, in terms a user can read: ``rule 3/240 (p99, 0.82)``,
-    ``dense 2/240 (cos 0.61)``, ``bm25 -`` (not ranked), ``rule n/a`` (cannot evaluate)."""
+    ``rule =1/240 (12 tied, p100, 1.00)`` (a tie: no order among them), ``dense 2/240 (cos 0.61)``,
+    ``bm25 -`` (not ranked), ``rule n/a`` (cannot evaluate)."""
     parts = []
     for s, d in per_source.items():
         if d.get("status") == "cannot evaluate":
             parts.append(f"{s} n/a")
         elif not d.get("rank"):
             parts.append(f"{s} -")
+        elif s == "rule" and d.get("tie"):
+            # a tie has no order: show where it starts and how many share the score
+            parts.append(f"rule ={d['tie']['first']}/{d.get('of', '?')} ({d['tie']['size']} tied, "
+                         f"p{100 * d.get('percentile', 0):.0f}, {d['score']:.2f})")
         elif s == "rule":
             parts.append(f"rule {d['rank']}/{d.get('of', '?')} (p{100 * d.get('percentile', 0):.0f}, "
                          f"{d['score']:.2f})")

@@ -86,13 +86,15 @@ def test_results_model_columns():
                        "dense": {"rank": 3, "of": 240, "score": 0.4, "contribution": 0.5 / 63},
                        "bm25": {"rank": None, "of": 57, "score": None, "contribution": 0.0}}, 2,
                       relevance=0.83),
-            SearchHit(2, "b", None, 0.01, None, {"rule": {"rank": 2, "score": 0.5}}, None)]
+            SearchHit(2, "b", None, 0.01, None, {"rule": {"rank": 2, "score": 0.5}}, None),
+            SearchHit(3, "c", None, 0.01, None, {"rule": {"rank": 14, "of": 240, "score": 1.0, "percentile": 1.0,
+                                                          "tie": {"first": 1, "size": 20}}}, None)]
     resp = SearchResponse("q", hits, {"entity": {}}, {"event": "cut_in", "confidence": 0.82,
                                                         "p_event": 0.97, "mode": "reused"},
                           {"rule": 1.0, "dense": 0.5}, sources_used=["rule", "dense", "bm25"])
     m = ResultsModel()
     m.set_response(resp, {"b": False})
-    assert m.rowCount() == 2 and m.columnCount() == 11
+    assert m.rowCount() == 3 and m.columnCount() == 11
     d = lambda r, c: m.data(m.index(r, c), Qt.ItemDataRole.DisplayRole)  # noqa: E731
     tip = lambda r, c: m.data(m.index(r, c), Qt.ItemDataRole.ToolTipRole)  # noqa: E731
     assert d(0, m.C_FILE) == "a.mp4" and d(1, m.C_FILE) == "b"
@@ -110,6 +112,7 @@ def test_results_model_columns():
     assert d(0, m.C_RULE) == "p100 · 1/240" and d(0, m.C_DENSE) == "cos 0.40 · 3/240"
     assert d(0, m.C_BM25) == "–" and "did not rank" in tip(0, m.C_BM25)
     assert "rule score 0.90" in tip(0, m.C_RULE) and "cosine similarity to the query 0.40" in tip(0, m.C_DENSE)
+    assert d(2, m.C_RULE) == "p100 · =1/240 (20 tied)"   # a tie has no order: not "14/240"
     assert d(1, m.C_MARK) == "N" and d(0, m.C_MARK) == ""
     m.set_mark(0, True)
     assert d(0, m.C_MARK) == "R"

@@ -31,3 +31,19 @@ def test_rule_tie_is_ordered_by_bm25_not_by_video_id(records_library):
     assert {round(r["contribution"], 12) for r in rules} == {round(1 / (60 + 10.5), 12)}
     for h in resp.hits:                            # the per-source terms add up to the fused score
         assert sum(d["contribution"] for d in h.per_source.values()) == pytest.approx(h.score)
+    # the evidence says it is a tie, in the CLI and in the app's result cell, not "rank 12"
+    assert {(r["tie"]["first"], r["tie"]["size"]) for r in rules} == {(1, 20)}
+    from strived.commands.search import evidence_text
+
+    last_hit = next(h for h in resp.hits if h.video_id == last)
+    assert "rule =1/20 (20 tied, p100, 1.00)" in evidence_text(last_hit.per_source)
+
+
+def test_untied_rule_hits_carry_no_tie(records_library):
+    from strived import engine
+
+    ids = sorted(records_library.video_ids())[:5]
+    hits = [(v, 1.0 - 0.1 * k, -1) for k, v in enumerate(ids)]
+    resp = engine.search(records_library, "a car", sources=("rule",), top_k=5, span_k=0, rule_hits=hits)
+    assert [h.video_id for h in resp.hits] == ids
+    assert all("tie" not in h.per_source.get("rule", {}) for h in resp.hits)
