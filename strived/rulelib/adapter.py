@@ -191,6 +191,15 @@ def adapt_offline_from(query: "str | ParsedQuery", match: MatchResult, library,
     return parse_rule(rule).to_dict(), notices, key
 
 
+def _video_stay_form(steps: list[dict]) -> bool:
+    """One step carries the motion (soft scores and gates); every other step is gates only on the
+    same track (events.video_form's "stays" steps)."""
+    moving = [s for s in steps if s.get("soft_scores")]
+    return (len(moving) == 1 and bool(moving[0].get("hard_gates"))
+            and all(s.get("hard_gates") and (s is steps[0] or s.get("same_track"))
+                    for s in steps if s is not moving[0]))
+
+
 # ---- composed queries -------------------------------------------------------------------------
 
 AHEAD_M = 30.0
@@ -270,8 +279,9 @@ def build_sequence(query: "str | ParsedQuery", comp: dict, library, notices: lis
                        f"of their calibrated rules, '{ev2}' {how} '{ev1}'"
                        + ("; the same track" if more[0]["same_track"] else ""))
         return rule
-    # absent: "X without Y"
-    anchor = len(steps) - 1
+    # absent: "X without Y", around X's motion (the last step with soft scores: a video cut-in's
+    # "stays in the lane" step after it only places the same track)
+    anchor = max((i for i, st in enumerate(steps) if st.get("soft_scores")), default=len(steps) - 1)
     windows = [float(c.get("window_seconds") or c.get("min_duration_seconds") or 0.0)
                for c in steps[anchor].get("soft_scores", [])]
     before, after = max(windows + [2.0]), 1.0
@@ -285,6 +295,10 @@ def build_sequence(query: "str | ParsedQuery", comp: dict, library, notices: lis
             frag = as_step(r2, comp["second"])
         elif len(r2["sequence"]) == 1 and not r2.get("absent"):
             frag = copy.deepcopy(r2["sequence"][0])   # a one-step form (video profile)
+        elif not r2.get("absent") and _video_stay_form(r2["sequence"]):
+            # a video form whose other steps only keep the same track in place (a cut-in that
+            # stays in the lane): the motion step with its gates is what must not happen
+            frag = copy.deepcopy(next(s for s in r2["sequence"] if s.get("soft_scores")))
         else:
             frag = None
         if frag is None:

@@ -525,6 +525,14 @@ VIDEO_GATES_AT: dict[str, str] = {
     "cut_out": "start", "overtaken_left": "start", "overtaken_right": "start",
 }
 
+# Events whose gates describe where the vehicle *stays*: a cut-in ends up in the ego lane and remains
+# there, a cut-out was in it before leaving. On video, crossing traffic passes through the same zone
+# with the same lateral motion; a gates-only step on the same track VIDEO_STAY_S after the motion's
+# anchor (cut-in) or after the "in place" step (cut-out) asks that the vehicle is (still) there. A car
+# crossing at 3 m/s traverses the 3 m-wide ego lane in 1 s; a cut-in (lateral speed ~1 m/s) settles in it.
+VIDEO_STAYS: frozenset[str] = frozenset({"cut_in", "cut_in_left", "cut_in_right", "cut_out"})
+VIDEO_STAY_S = (1.0, 3.0)       # the stay step 1-3 s after the step before it (3 s: clips are 4-20 s)
+
 # Ego speed from video resolves about +-0.3 m/s per frame pair (perception.egomotion: SPEED_SIGMA_FLOOR):
 # on video, a gate asking for a speed below this floor ("standing still": speed < 0.3 m/s) would
 # fail on a stopped car whose estimate wanders by that much, so such gates ask for < the floor.
@@ -560,6 +568,9 @@ def video_form(key: str) -> dict:
     if VIDEO_GATES_AT.get(key, "end") == "end":
         step = as_step(form, "moves (gates on the moving track)")
         steps = [step]
+        if key in VIDEO_STAYS:
+            steps.append(as_step({**copy.deepcopy(form), "soft_scores": []}, "then stays (same track)",
+                                 gap=VIDEO_STAY_S, same_track=True))
     else:
         window = max(float(c.get("window_seconds") or c.get("min_duration_seconds") or 0.0)
                      for c in form["soft_scores"])
@@ -567,4 +578,8 @@ def video_form(key: str) -> dict:
         second = as_step({**copy.deepcopy(form), "hard_gates": []}, "then moves (same track)",
                          gap=(0.0, window), same_track=True)
         steps = [first, second]
+        if key in VIDEO_STAYS:
+            stay = as_step({**copy.deepcopy(form), "soft_scores": []}, "still in place (same track)",
+                           gap=VIDEO_STAY_S, same_track=True)
+            steps = [first, stay, second]
     return {"event": key, "description": desc, "sequence": steps}

@@ -5,7 +5,8 @@ import pytest
 
 from strived.records import VideoInfo, VideoRecords
 from strived.rulelib import library as L
-from strived.rulelib.events import EVENT_KEYS, VIDEO_JOLT, VIDEO_SPEED_FLOOR_MPS, starting_rule, video_form
+from strived.rulelib.events import (EVENT_KEYS, VIDEO_JOLT, VIDEO_SPEED_FLOOR_MPS, VIDEO_STAY_S, starting_rule,
+                                    video_form)
 from strived.rules.model import parse_rule
 from strived.rules.scorer import RuleScorer
 
@@ -31,6 +32,9 @@ SWEEP_FAR_RIGHT = [(30.0, 14.0 - 8.0 * j / N) for j in range(N)]    # far right,
 SWEEP_FAR_OUT = [(30.0, 6.0 + 8.0 * j / N) for j in range(N)]       # far right, moving away
 CUT_IN = [(15.0, 4.0 - 3.8 * min(1.0, j / 30)) for j in range(N)]   # right lane -> ego lane in 3 s
 CUT_OUT = [(15.0, 0.2 + 3.8 * min(1.0, j / 30)) for j in range(N)]  # ego lane -> right lane in 3 s
+# crossing traffic: 6 m/s sideways, through the ego lane (|loc_x| < 1.5 m) in 0.5 s around t = 1.5 s
+CROSS_RL = [(15.0, 9.0 - 6.0 * j / FPS) for j in range(N)]          # right -> left
+CROSS_LR = [(15.0, -9.0 + 6.0 * j / FPS) for j in range(N)]         # left -> right
 
 
 @pytest.fixture
@@ -40,6 +44,8 @@ def scorer():
         _clip("decoy_out", {1: STILL_IN_LANE, 2: SWEEP_FAR_OUT}),
         _clip("cutin", {1: CUT_IN}),
         _clip("cutout", {1: CUT_OUT}),
+        _clip("cross_rl", {1: CROSS_RL}),
+        _clip("cross_lr", {1: CROSS_LR}),
     ])
 
 
@@ -67,10 +73,18 @@ def test_video_forms_parse_and_keep_non_object_events():
         assert any(c["field"] == "jolt" for c in steps[-1]["soft_scores"])
         assert not any(c["field"] == "jolt" for c in (starting_rule(k).get("soft_scores") or []))
     assert video_form("lane_change") == starting_rule("lane_change")     # consensus: unchanged
+    # cut-in: the motion with its gates, then the same track still in the lane 1-3 s later
     seq = video_form("cut_in_right")["sequence"]
-    assert len(seq) == 1 and seq[0]["hard_gates"] and seq[0]["soft_scores"]
+    assert len(seq) == 2 and seq[0]["hard_gates"] and seq[0]["soft_scores"]
+    assert seq[1]["same_track"] and seq[1]["hard_gates"] == seq[0]["hard_gates"] and not seq[1]["soft_scores"]
+    assert (seq[1]["gap"]["min_seconds"], seq[1]["gap"]["max_seconds"]) == VIDEO_STAY_S
+    # cut-out: in the lane, still in it 1-3 s later, then the motion out on the same track
     seq = video_form("cut_out")["sequence"]
-    assert len(seq) == 2 and seq[1]["same_track"] and not seq[0]["soft_scores"] and not seq[1]["hard_gates"]
+    assert len(seq) == 3 and seq[1]["same_track"] and seq[2]["same_track"]
+    assert not seq[0]["soft_scores"] and not seq[1]["soft_scores"] and not seq[2]["hard_gates"]
+    assert seq[1]["hard_gates"] == seq[0]["hard_gates"]
+    # overtakes keep the two-step form (a vehicle beside us need not stay there)
+    assert len(video_form("overtaken_left")["sequence"]) == 2
 
 
 def test_gates_on_another_track_no_longer_make_a_cut_in(scorer):
@@ -88,6 +102,17 @@ def test_gates_before_the_motion_for_cut_out(scorer):
     assert single["decoy_out"] > 0.5
     assert video["decoy_out"] == 0.0
     assert video["cutout"] > 0.5 and video["cutout"] > video["cutin"]
+
+
+@pytest.mark.parametrize("key, cross, real", [("cut_in_right", "cross_rl", "cutin"),
+                                               ("cut_in", "cross_rl", "cutin"),
+                                               ("cut_out", "cross_lr", "cutout")])
+def test_crossing_traffic_is_not_a_cut_in_or_out(scorer, key, cross, real):
+    # crossing traffic sweeps through the ego lane with the same lateral motion as a cut-in (cut-out)
+    # but does not stay in it (was not in it before): on video the lane must hold for >= 1 s
+    video = _scores(scorer, video_form(key))
+    assert video[cross] == 0.0
+    assert video[real] > 0.5
 
 
 def test_video_profile_uses_video_forms():
@@ -119,3 +144,16 @@ def test_composed_absence_of_a_one_step_video_form():
     (absent,) = d["absent"]
     assert absent["name"] == "a car cutting in"
     assert {g["field"] for g in absent["hard_gates"]} == {"distance", "abs_loc_x"} and absent["soft_scores"]
+
+
+def test_negation_around_a_cut_in_that_stays():
+    # "X without Y" negates Y around X's motion: with the video cut-in's "stays in the lane" step
+    # after the motion, the window is still placed on the motion (not the whole clip)
+    from strived.rulelib.resolve import resolve_rule
+
+    lib = L.load_default_library(profile="video")
+    assert len(lib.entries["cut_in"].rule["sequence"]) == 2
+    d = resolve_rule("a car cuts in without us braking", library=lib).rule.to_dict()
+    assert d["event"] == "cut_in_without"
+    (absent,) = d["absent"]
+    assert absent["step"] == 0 and absent["before_seconds"] <= 10 and absent["after_seconds"] <= 10
