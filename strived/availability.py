@@ -109,42 +109,75 @@ FIELD_WORDS = {"speed": "ego speed", "accel": "ego acceleration", "yaw_rate": "e
                "lane_rel": "lane"}
 
 
-def unjudgeable(avails: dict[str, dict], rule, videos=None) -> dict[str, list[str]]:
+class AvailGroups:
+    """The videos of an ordered list grouped by their availability record (the same object:
+    the library interns them, so a large library has a few): `unjudgeable` then tests each
+    record once and picks the videos with numpy, instead of a Python step per video."""
+
+    def __init__(self, avails: dict[str, dict], videos):
+        ids = list(videos)
+        self.ids = np.asarray(ids, dtype=object) if ids else np.zeros(0, dtype=object)
+        self.records: list[dict] = []
+        self.group = np.full(len(ids), -1, np.int64)      # -1: no availability record (judged)
+        seen: dict[int, int] = {}
+        for i, v in enumerate(ids):
+            av = avails.get(v)
+            if not av:
+                continue
+            g = seen.get(id(av))
+            if g is None:
+                g = seen[id(av)] = len(self.records)
+                self.records.append(av)
+            self.group[i] = g
+
+
+def unjudgeable(avails: dict[str, dict], rule, videos=None, groups: AvailGroups | None = None
+                ) -> dict[str, list[str]]:
     """{video_id: [fields it has no values for]} among ``videos`` (default: all): the videos
     ``rule`` cannot evaluate, because a hard gate reads a field the video does not have, or every
     soft score does. (A soft score on a missing field among others that are present scores 0 for
-    that term, as the formula says.) Videos without an availability record are judged."""
+    that term, as the formula says.) Videos without an availability record are judged.
+    ``groups``: `AvailGroups` of ``avails`` over the videos asked about (replaces ``videos``)."""
     # a sequence rule cannot be judged when one of its steps cannot (every step must be realised)
     parts = list(rule.sequence) if getattr(rule, "sequence", None) is not None else [rule]
     fractions = [(g.field, g.min_time_fraction) for p in parts for g in p.hard_gates
                  if g.field in EGO_FIELDS]
     parts = [(list(dict.fromkeys(g.field for g in p.hard_gates)),
               list(dict.fromkeys(s.field for s in p.soft_scores))) for p in parts]
-    out: dict[str, list[str]] = {}
-    memo: dict[int, list[str]] = {}   # videos often share one availability record (same object)
-    for vid in (avails if videos is None else videos):
-        av = avails.get(vid)
-        if not av:
-            continue
-        known = memo.get(id(av))
-        if known is not None:
-            if known:
-                out[vid] = list(known)
-            continue
-        miss: list[str] = []
-        for gates, softs in parts:
-            miss += [f for f in gates if field_available(av, f) is False and f not in miss]
-            # "for >= x of the clip" on a field estimated on less than x of it: the frames without
-            # a value could decide either way
-            miss += [f for f, frac in fractions if frac is not None and f not in miss
-                     and field_available(av, f) and _coverage(av, f) < frac - 1e-9]
-            miss_soft = [f for f in softs if field_available(av, f) is False]
-            if softs and len(miss_soft) == len(softs):
-                miss += [f for f in miss_soft if f not in miss]
-        memo[id(av)] = miss
-        if miss:
-            out[vid] = list(miss)
-    return out
+    if groups is None:
+        groups = AvailGroups(avails, avails if videos is None else videos)
+    miss_of = [_missing(av, parts, fractions) for av in groups.records]
+    bad = np.array([bool(m) for m in miss_of] + [False], bool)   # the last entry: group -1
+    at = np.flatnonzero(bad[groups.group])
+    return dict(zip(groups.ids[at].tolist(), [list(miss_of[g]) for g in groups.group[at].tolist()]))
+
+
+def _missing(av: dict, parts: list, fractions: list) -> list[str]:
+    """The fields a video with availability ``av`` lacks for a rule (`unjudgeable`)."""
+    miss: list[str] = []
+    for gates, softs in parts:
+        miss += [f for f in gates if field_available(av, f) is False and f not in miss]
+        # "for >= x of the clip" on a field estimated on less than x of it: the frames without
+        # a value could decide either way
+        miss += [f for f, frac in fractions if frac is not None and f not in miss
+                 and field_available(av, f) and _coverage(av, f) < frac - 1e-9]
+        miss_soft = [f for f in softs if field_available(av, f) is False]
+        if softs and len(miss_soft) == len(softs):
+            miss += [f for f in miss_soft if f not in miss]
+    return miss
+
+
+def _why(av: dict | None, f: str) -> str:
+    """Why a video with availability ``av`` cannot be judged on ``f``, in words."""
+    e = (av or {}).get(DERIVED_FROM.get(f, f)) or {}
+    if field_available(av, f):   # judged on a share of the clip too small
+        return f"{FIELD_WORDS.get(f, f)} known on too little of the clip"
+    key = f"{FIELD_WORDS.get(f, f)} not " + ("in the imported records" if e.get("source") == "records"
+                                            else "estimated from video")
+    reason = e.get("reason")
+    if reason and e.get("source") != "records":
+        key += f" ({reason})"
+    return key
 
 
 def unjudged_notice(unjudged: dict[str, list[str]], avails: dict[str, dict], n_videos: int) -> str | None:
@@ -152,17 +185,13 @@ def unjudged_notice(unjudged: dict[str, list[str]], avails: dict[str, dict], n_v
     if not unjudged:
         return None
     why: dict[str, int] = {}
+    keys: dict[tuple[int, str], str] = {}    # the wording depends on the record and field only
     for vid, fields in unjudged.items():
+        av = avails.get(vid)
         for f in fields:
-            e = (avails.get(vid) or {}).get(DERIVED_FROM.get(f, f)) or {}
-            if field_available(avails.get(vid), f):   # judged on a share of the clip too small
-                key = f"{FIELD_WORDS.get(f, f)} known on too little of the clip"
-            else:
-                key = f"{FIELD_WORDS.get(f, f)} not " + ("in the imported records" if e.get("source") == "records"
-                                                        else "estimated from video")
-                reason = e.get("reason")
-                if reason and e.get("source") != "records":
-                    key += f" ({reason})"
+            key = keys.get((id(av), f))
+            if key is None:
+                key = keys[(id(av), f)] = _why(av, f)
             why[key] = why.get(key, 0) + 1
     parts = "; ".join(f"{k}: {n}" for k, n in sorted(why.items(), key=lambda kv: -kv[1])[:4])
     return (f"rule source could not judge {len(unjudged)} of {n_videos} videos (they are not ranked by "

@@ -12,14 +12,15 @@ import copy
 import threading
 import time
 import weakref
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from .errors import Cancelled, SourceUnavailable, StrivedError
 from .jobs import CancelFn, ProgressFn, check_cancel, report
 from .query import ParsedQuery, parse_query
-from .retrieval.fusion import RRF_K, shared_ranks, weighted_rrf
+from .retrieval.fusion import RRF_K, shared_ranks_array
+from .retrieval.ranked import Ranked
 from .rules import Rule, RuleScorer, parse_rule
 
 SOURCES = ("rule", "dense", "bm25")
@@ -150,20 +151,36 @@ def available_fields(library, profile: str | None = None, videos=None) -> set[st
     return out
 
 
+def _profile_counts(library) -> "Counter[str]":
+    """{profile: number of videos}, counted once per library state (every search asks; counting
+    is a pass over every video)."""
+    prof = library.video_profiles()
+    key = (getattr(library, "content_version", None), id(prof))
+    memo = getattr(library, "_profile_counts_memo", None)
+    if memo is None or memo[0] != key or key[0] is None:
+        memo = (key, prof, Counter(prof.values()))     # holds ``prof``: its id is not reused
+        try:
+            library._profile_counts_memo = memo
+        except AttributeError:
+            pass
+    return memo[2]
+
+
 def resolve_profile_rules(query: "str | ParsedQuery", *, library, llm=None) -> tuple[dict[str, Rule], dict]:
     """The query's rule for each calibration profile present in ``library`` (videos perceived by
     our pipeline use the ``video`` profile, imported track records the ``tracks`` profile).
     Returns ({profile: rule}, match info of the main profile, with every profile's match)."""
     from .rulelib.library import PROFILES, load_default_library
 
-    present = set(library.video_profiles().values()) or {"tracks"}
+    n_of = _profile_counts(library)                            # videos per profile
+    present = set(n_of) or {"tracks"}
     rules, matches = {}, {}
     for p in PROFILES:
         if p in present:
             rules[p], matches[p] = resolve_query_rule(query, library=library, llm=llm,
                                                       rule_library=load_default_library(profile=p),
                                                       available_fields=available_fields(library, p))
-    main = max(matches, key=lambda p: (sum(1 for v in library.video_profiles().values() if v == p), p == "tracks"))
+    main = max(matches, key=lambda p: (n_of.get(p, 0), p == "tracks"))
     match = dict(matches[main])
     match["profile"] = main
     if len(matches) > 1:
@@ -179,27 +196,44 @@ def resolve_profile_rules(query: "str | ParsedQuery", *, library, llm=None) -> t
 def rule_unjudged(library, rule: "Rule | dict[str, Rule]") -> dict[str, list[str]]:
     """{video_id: [fields]} of the videos the rule cannot evaluate (a needed field was not estimated
     for them: see strived.availability). ``rule`` may be {profile: rule}."""
-    from .availability import unjudgeable
+    from .availability import AvailGroups, unjudgeable
 
     avails = library.availability()
+    # the videos grouped by their (interned) availability record, once per library state: a
+    # search then tests each distinct record, not each video
+    memo_key = (getattr(library, "content_version", None), id(avails))
+    memo = getattr(library, "_avail_groups_memo", None)
+    if memo is None or memo[0] != memo_key or memo_key[0] is None:
+        memo = (memo_key, {})
+        try:
+            library._avail_groups_memo = memo
+        except AttributeError:
+            pass
+    groups = memo[1]
     if not isinstance(rule, dict):
-        return unjudgeable(avails, rule)
+        if None not in groups:
+            groups[None] = AvailGroups(avails, list(avails))
+        return unjudgeable(avails, rule, groups=groups[None])
     prof = library.video_profiles()
     out: dict[str, list[str]] = {}
     for p, r in rule.items():
-        out.update(unjudgeable(avails, r, [v for v, q in prof.items() if q == p]))
+        if p not in groups:
+            groups[p] = AvailGroups(avails, [v for v, q in prof.items() if q == p])
+        out.update(unjudgeable(avails, r, groups=groups[p]))
     return out
 
 
 def rule_ranking(library, rule: "Rule | dict[str, Rule]", binarize: bool = False,
                  unjudged: dict[str, list[str]] | None = None,
-                 cancel: CancelFn = None) -> list[tuple[str, float, int]]:
+                 cancel: CancelFn = None, as_ranked: bool = False):
     """(video_id, score, peak_track) of videos with a score > 0, best first (ties by id).
 
     ``rule`` may be {profile: rule}: each video is then scored by its calibration profile's rule.
     Videos the rule cannot evaluate (``rule_unjudged``; pass it as ``unjudged`` when already
     computed) are left out: unknown is neither a match nor a non-match. ``cancel`` is checked per
-    profile and inside the scorer (per gate, soft score and chunk of a feature computed)."""
+    profile and inside the scorer (per gate, soft score and chunk of a feature computed).
+    ``as_ranked``: the same ranking as a `Ranked` (arrays over the scorer's video list, what
+    `search` fuses; no Python step per video)."""
     import numpy as np
 
     if unjudged is None and hasattr(library, "availability"):
@@ -209,8 +243,8 @@ def rule_ranking(library, rule: "Rule | dict[str, Rule]", binarize: bool = False
         distinct = {json_key(r): r for r in rule.values()}
         if len(distinct) == 1:
             rule = next(iter(distinct.values()))
+    scorer = scorer_for(library)
     if isinstance(rule, dict):
-        scorer = scorer_for(library)
         prof = library.video_profiles()
         res = None
         for p, r in rule.items():
@@ -220,19 +254,56 @@ def rule_ranking(library, rule: "Rule | dict[str, Rule]", binarize: bool = False
                 res = copy.copy(rp)
                 res.scores = np.zeros_like(rp.scores)
                 res.peak_track = np.full_like(rp.peak_track, -1)
-            sel = np.array([prof.get(v) == p for v in rp.video_ids], bool)
+            sel = _profile_array(library, rp.video_ids, prof) == p
             res.scores[sel] = rp.scores[sel]
             res.peak_track[sel] = rp.peak_track[sel]
     else:
-        res = scorer_for(library).score(rule, binarize=binarize, cancel=cancel)
+        res = scorer.score(rule, binarize=binarize, cancel=cancel)
     ids = res.video_ids
+    if ids == scorer.video_ids:     # (C speed) the scorer's own list: one object per library state,
+        ids = scorer.video_ids      # so its id codes and id array are worked out once
     ok = res.scores > 0
     if unjudged:
-        ok &= np.array([v not in unjudged for v in ids], bool)
+        at = _positions(ids, unjudged)
+        ok[at[at >= 0]] = False
     nz = np.flatnonzero(ok)
     order = nz[np.lexsort((nz, -res.scores[nz]))]  # ids are sorted, so index order = id order
-    return list(zip([ids[i] for i in order.tolist()], res.scores[order].astype(float).tolist(),
-                    res.peak_track[order].astype(int).tolist()))
+    memo = getattr(scorer, "_ids_array_memo", None)
+    if memo is None or memo[0] is not ids:
+        memo = (ids, np.asarray(ids, dtype=object) if len(ids) else np.zeros(0, dtype=object))
+        scorer._ids_array_memo = memo
+    r = Ranked(ids=memo[1][order].tolist(), scores=res.scores[order].astype(float),
+               space=ids, index=order, peaks=res.peak_track[order].astype(int))
+    return r if as_ranked else list(zip(r.ids, r.scores.tolist(), r.peaks.tolist()))
+
+
+_positions_memo: list = [None]   # (ids, {id: position}) of the last list of ids asked about
+
+
+def _positions(ids: Sequence[str], wanted) -> "Any":
+    """Position in ``ids`` of each id of ``wanted`` (-1 when absent), through a {id: position}
+    map built once per distinct list of ids (a scorer returns an equal list on every call)."""
+    import numpy as np
+
+    memo = _positions_memo[0]
+    if memo is None or memo[0] != ids:        # list equality: C speed, no work per video in Python
+        memo = _positions_memo[0] = (list(ids), {v: i for i, v in enumerate(ids)})
+    get = memo[1].get
+    return np.fromiter((get(v, -1) for v in wanted), dtype=np.int64, count=len(wanted))
+
+
+def _profile_array(library, ids: Sequence[str], prof: dict[str, str]):
+    """The calibration profile of each video of ``ids`` as an array (compared per profile),
+    remembered per library state."""
+    import numpy as np
+
+    key = (library.content_version, len(ids), id(prof))
+    cached = getattr(library, "_profile_array_memo", None)
+    if cached is None or cached[0] != key or cached[1] != ids:
+        arr = np.array([prof.get(v) for v in ids], dtype=object)
+        cached = (key, list(ids), arr)
+        library._profile_array_memo = cached
+    return cached[2]
 
 
 def json_key(rule: Rule) -> str:
@@ -286,7 +357,7 @@ def _dense(library, query: str, top_k: int | None, cancel: CancelFn = None):
 
             _wait_preload((str(library.folder), emb.name), preload, cancel)
     check_cancel(cancel)
-    return dense_ranking(library, query, top_k=top_k)
+    return dense_ranking(library, query, top_k=top_k, as_ranked=True)
 
 
 def _bm25(library, query: str, top_k: int | None, cancel: CancelFn = None):
@@ -294,7 +365,7 @@ def _bm25(library, query: str, top_k: int | None, cancel: CancelFn = None):
 
     # checked before and after (the caller): its first load (0.3 s at 10k videos) reads the
     # library's connection, so it is not moved to a helper thread like the dense one
-    return bm25_ranking(library, query, top_k=top_k)
+    return bm25_ranking(library, query, top_k=top_k, as_ranked=True)
 
 
 def route_weights(query: "str | ParsedQuery", llm=None, library=None, mode: str = "auto") -> tuple[dict[str, float], str, str | None]:
@@ -388,6 +459,67 @@ def _span_records(library, video_id: str, peak_track: int | None):
     return library.get_video(video_id, track_ids=keep)
 
 
+def _ranked_from_hits(hits: Sequence[tuple[str, float, int]]) -> Ranked:
+    """A caller's precomputed rule ranking [(video_id, score, peak_track)] as a `Ranked`."""
+    import numpy as np
+
+    ids, sc, peaks = (list(x) for x in zip(*hits)) if hits else ([], [], [])
+    return Ranked(ids=ids, scores=np.asarray(sc, np.float64).reshape(-1),
+                  peaks=np.asarray(peaks, np.int64).reshape(-1))
+
+
+def _ranked_from_list(out: Sequence[tuple]) -> Ranked:
+    """A source's plain ranking [(video_id, score[, (t0_s, t1_s) or None])] as a `Ranked`."""
+    import numpy as np
+
+    ids = [r[0] for r in out]
+    spans = [tuple(r[2]) if len(r) > 2 and r[2] is not None else None for r in out]
+    return Ranked(ids=ids, scores=np.asarray([float(r[1]) for r in out], np.float64).reshape(-1),
+                  extra={"spans": spans} if any(x is not None for x in spans) else {})
+
+
+def _fuse_codes(space, extra: dict[str, int], n_codes: int, used: Sequence[str], codes: dict,
+                ranks: dict, weights: dict[str, float], rrf_k: int, top_k: int | None,
+                abstain_codes, n_judged: int) -> list[tuple[str, float]]:
+    """`fusion.weighted_rrf` over video codes, the same sums in the same order (so the same
+    floats) and the same order of the result (score descending, then id), without a Python step
+    per video: each source adds its terms w / (rrf_k + shared rank) to an array over the codes;
+    the videos the rule could not judge (``abstain_codes``) get its expected term."""
+    import numpy as np
+
+    if rrf_k < 0:
+        raise ValueError("rrf_k must be >= 0")
+    fused = np.zeros(n_codes, np.float64)
+    present = np.zeros(n_codes, bool)          # videos some source ranked (or abstained on)
+    for s in used:
+        w = float(weights.get(s, 0.0))
+        if w < 0:
+            raise ValueError(f"weight of {s!r} is negative ({w})")
+        np.add.at(fused, codes[s], w / (rrf_k + ranks[s]))   # sequential, as repeated ids add up
+        present[codes[s]] = True
+    if abstain_codes is not None and len(abstain_codes):
+        w = float(weights.get("rule", 0.0))
+        if w != 0.0 and n_judged > 0:
+            expected = w * sum((1.0 / (rrf_k + ranks["rule"])).tolist()) / n_judged
+            np.add.at(fused, abstain_codes, expected)
+            present[abstain_codes] = True
+    cand = np.flatnonzero(present)
+    if top_k is not None and 0 <= top_k < cand.size:
+        if top_k == 0:
+            return []
+        vals = fused[cand]
+        kth = np.partition(vals, cand.size - top_k)[cand.size - top_k]
+        cand = cand[vals >= kth]                   # ties at the cut stay in the sort
+    names = space.ids
+    if extra:
+        names = list(space.ids) + sorted(extra, key=extra.get)
+        order = sorted(cand.tolist(), key=lambda c: (-fused[c], names[c]))
+    else:                                      # codes are in id order
+        order = cand[np.lexsort((cand, -fused[cand]))].tolist()
+    out = [(names[c], float(fused[c])) for c in order]
+    return out[:top_k]
+
+
 def search(library, query: str, *, rule: Rule | dict | None = None, event: str | None = None,
            weights: dict[str, float] | None = None, sources: Sequence[str] = SOURCES,
            top_k: int = 50, llm=None, span_k: int = 20, rrf_k: int = RRF_K,
@@ -407,9 +539,7 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
     timings: dict[str, float] = {}
     notices: list[str] = []
     rankings: dict[str, list[str]] = {}
-    scores: dict[str, dict[str, float]] = {}
-    dense_spans: dict[str, tuple[float, float]] = {}  # best-matching segment per video
-    peaks: dict[str, int] = {}
+    ranked: dict[str, Ranked] = {}   # each source's ranking as arrays (ids, scores, extras)
     match: dict = {}
     rule_obj: Rule | None = None
     rules_by_profile: dict[str, dict] = {}
@@ -450,16 +580,12 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
                 note = unjudged_notice(unjudged, library.availability(), len(library))
                 if note:
                     notices.append(note)
-            rr = rule_hits if rule_hits is not None else \
-                rule_ranking(library, rule_of if rule_of else rule_obj, unjudged=unjudged, cancel=cancel)
-            timings["rule"] = (time.perf_counter() - t1) * 1e3
-            if rr:
-                r_ids, r_scores, r_peaks = zip(*rr)
+            if rule_hits is not None:
+                ranked["rule"] = _ranked_from_hits(rule_hits)
             else:
-                r_ids = r_scores = r_peaks = ()
-            rankings["rule"] = list(r_ids)
-            scores["rule"] = dict(zip(r_ids, r_scores))
-            peaks = dict(zip(r_ids, r_peaks))
+                ranked["rule"] = rule_ranking(library, rule_of if rule_of else rule_obj, unjudged=unjudged,
+                                              cancel=cancel, as_ranked=True)
+            timings["rule"] = (time.perf_counter() - t1) * 1e3
         except SourceUnavailable as e:
             notices.append(f"rule source skipped: {e}")
         step += 1
@@ -473,10 +599,7 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
         t0 = time.perf_counter()
         try:
             out = fn(library, query, None, cancel)
-            rankings[name] = [r[0] for r in out]
-            scores[name] = {r[0]: float(r[1]) for r in out}
-            if name == "dense":
-                dense_spans = {r[0]: tuple(r[2]) for r in out if len(r) > 2 and r[2] is not None}
+            ranked[name] = out if isinstance(out, Ranked) else _ranked_from_list(out)
         except Cancelled:
             raise
         except StrivedError as e:  # a source that cannot run is left out, loudly
@@ -488,6 +611,8 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
         report(progress, "search", step, steps, message=name)
         check_cancel(cancel)
 
+    for name, r in ranked.items():
+        rankings[name] = r.ids
     used = [s for s in sources if s in rankings]
     if "dense" in used or "bm25" in used:
         from .retrieval.sources import text_index_notice
@@ -507,49 +632,65 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
     timings["router"] = (time.perf_counter() - t0) * 1e3
     w_used = {s: float(weights.get(s, 0.0)) for s in used}
     # each source's scores in its ranking's order: equal scores share a rank in the fusion
-    ranked_scores = {s: [scores[s][v] for v in rankings[s]] for s in used}
-    if len(used) == 1:
-        only = used[0]
-        fused = [(v, scores[only][v]) for v in rankings[only]]
-    else:
-        abstain = None
-        if "rule" in used and unjudged:
-            # videos the rule cannot evaluate get its expected term, not a silent 0 (fusion.py)
-            abstain = {"rule": (list(unjudged), max(0, len(library) - len(unjudged)))}
-        fused = weighted_rrf({s: rankings[s] for s in used}, w_used, rrf_k=rrf_k, top_k=top_k,
-                             abstain=abstain, scores=ranked_scores)
-    fused = fused[:top_k]
+    ranked_scores = {s: ranked[s].scores.tolist() for s in used}
 
-    # spans: the rule's peak window for the top hits (records needed), else the dense segment
+    # every video as a code (its place in the library's sorted ids): the fusion and the per-hit
+    # lookups below are array operations, not a Python step per video and source
     import numpy as np
 
+    from .retrieval.ranked import id_space
+
+    space = id_space(library)
+    extra: dict[str, int] = {}                     # ids a lagging index holds that the library does not
+    codes = {s: space.codes(ranked[s], extra) for s in used}
+    un_codes = space.codes_of_ids(list(unjudged), extra) if unjudged else np.zeros(0, np.int64)
+    n_codes = len(space) + len(extra)
+    n_ranked = {s: len(ranked[s]) for s in used}
+    # fractional ranks (fusion.shared_ranks), by position in each ranking
+    fused_rank = {s: shared_ranks_array(ranked[s].scores) for s in used}
+    if len(used) == 1:
+        only = used[0]
+        fused = list(zip(ranked[only].ids, ranked_scores[only]))[:top_k]
+    else:
+        fused = _fuse_codes(space, extra, n_codes, used, codes, fused_rank, w_used, rrf_k, top_k,
+                            un_codes if ("rule" in used and unjudged) else None,
+                            max(0, len(library) - len(unjudged)))
+
+    # spans: the rule's peak window for the top hits (records needed), else the dense segment
     t0 = time.perf_counter()
     hits: list[SearchHit] = []
     vids_meta = None
     profiles = library.video_profiles() if rule_of else {}
     memos = {p: _span_memo(library, r) for p, r in rule_of.items()}
     span_memo = _span_memo(library, rule_obj) if rule_obj is not None else None
-    pos = {s: dict(zip(rankings[s], range(1, len(rankings[s]) + 1))) for s in used}
-    # the rank each source's term used: videos with equal scores share one (fusion.shared_ranks)
-    fused_rank = {s: shared_ranks(ranked_scores[s]) for s in used}   # by position in rankings[s]
-    n_ranked = {s: len(rankings[s]) for s in used}
-    best_bm25 = max(scores["bm25"].values(), default=0.0) if "bm25" in used else 0.0
+    # 1-based position of each video (by code) in each ranking, 0 when it is absent
+    pos_of = {}
+    for s in used:
+        pos_of[s] = np.zeros(n_codes, np.int64)
+        pos_of[s][codes[s]] = np.arange(1, n_ranked[s] + 1)
+    best_bm25 = float(ranked["bm25"].scores.max()) if "bm25" in used and n_ranked["bm25"] else 0.0
     rule_desc = None      # the rule's scores negated (ascending), for percentiles; built on first use
     from .retrieval.relevance import default_model, hit_features
 
     rel_model = default_model()
     if rel_model is not None and sorted(rel_model.provenance.get("sources", [])) != sorted(used):
         rel_model = None          # fitted on full three-source searches only
+    code_get = space.code_of.get
     for k, (vid, sc) in enumerate(fused, start=1):
         check_cancel(cancel)
+        c = code_get(vid)
+        if c is None:
+            c = extra[vid]
+        at = {s: int(pos_of[s][c]) for s in used}          # 0: not ranked by s
+        peak = int(ranked["rule"].peaks[at["rule"] - 1]) if at.get("rule") else None
         span = steps = None
-        if k <= span_k and rule_obj is not None and vid in scores.get("rule", {}):
+        if k <= span_k and rule_obj is not None and at.get("rule"):
             from .rules.explain import peak_span
 
             v_rule, v_memo = rule_obj, span_memo
             if rule_of and profiles.get(vid) in rule_of:
                 v_rule, v_memo = rule_of[profiles[vid]], memos[profiles[vid]]
-            key = (vid, peaks.get(vid))
+            key = (vid, peak)
             if key in v_memo:
                 span = v_memo[key]
             elif v_rule.sequence is not None:
@@ -563,23 +704,24 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
                 v_memo[key] = span
             else:
                 try:
-                    span = peak_span(_span_records(library, vid, peaks.get(vid)), v_rule, peaks.get(vid))
+                    span = peak_span(_span_records(library, vid, peak), v_rule, peak)
                 except KeyError:
                     span = None
                 v_memo[key] = span
             if v_rule.sequence is not None and span is not None:
                 span, steps, absent = span
-        if span is None:
-            span = dense_spans.get(vid)
-        per_source = {s: {"rank": pos[s].get(vid), "of": n_ranked[s], "score": scores[s].get(vid),
+        if span is None and at.get("dense"):
+            span = ranked["dense"].span_at(at["dense"] - 1)
+        per_source = {s: {"rank": at[s] or None, "of": n_ranked[s],
+                          "score": float(ranked[s].scores[at[s] - 1]) if at[s] else None,
                           "weight": w_used[s],
-                          "contribution": (w_used[s] / (rrf_k + fused_rank[s][pos[s][vid] - 1])) if vid in pos[s] else 0.0}
+                          "contribution": (w_used[s] / (rrf_k + float(fused_rank[s][at[s] - 1]))) if at[s] else 0.0}
                       for s in used}
         if "rule" in per_source and per_source["rule"]["rank"]:
             # share of the judged videos this one scores at least as high as (1.0 = the top):
             # one minus the share that score strictly higher, so every video of a tie gets the same
             if rule_desc is None:
-                rule_desc = np.negative(np.asarray(ranked_scores["rule"], np.float64))
+                rule_desc = np.negative(np.asarray(ranked["rule"].scores, np.float64))
             higher = int(np.searchsorted(rule_desc, -per_source["rule"]["score"], side="left"))
             per_source["rule"]["percentile"] = 1.0 - higher / max(1, n_ranked["rule"])
             tied = int(np.searchsorted(rule_desc, -per_source["rule"]["score"], side="right")) - higher
@@ -599,7 +741,7 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
                 vids_meta = dict(library.conn.execute("SELECT id, path FROM videos").fetchall())
         rel = float(rel_model.predict(hit_features(per_source, k))[0]) if rel_model is not None else None
         hits.append(SearchHit(rank=k, video_id=vid, path=vids_meta.get(vid), score=float(sc),
-                              span_s=span, per_source=per_source, peak_track=peaks.get(vid),
+                              span_s=span, per_source=per_source, peak_track=peak,
                               steps=steps, absent=absent if steps is not None else None, relevance=rel))
     timings["spans"] = (time.perf_counter() - t0) * 1e3
     timings["total"] = (time.perf_counter() - t_all) * 1e3

@@ -36,6 +36,11 @@ def _shared_ranks(scores: Sequence[float]) -> np.ndarray:
     return np.repeat((starts + 1 + ends) / 2.0, ends - starts)
 
 
+def shared_ranks_array(scores: Sequence[float]) -> np.ndarray:
+    """`shared_ranks` as a float64 array."""
+    return _shared_ranks(scores)
+
+
 def shared_ranks(scores: Sequence[float]) -> list[float]:
     """1-based ranks of a best-first list of scores where equal scores share the mean of their
     positions: [0.9, 0.5, 0.5, 0.1] -> [1, 2.5, 2.5, 4]. Only *equal* neighbours tie (a source's

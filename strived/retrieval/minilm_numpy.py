@@ -120,14 +120,20 @@ class NumpyMiniLM:
         return out
 
 
+_blas_controller: list = []    # one threadpoolctl controller per process (finding the libraries: ~0.6 ms)
+
+
 def _one_blas_thread():
     """The matrices of one short text are tiny: a multi-threaded BLAS spends more time waking
     threads than multiplying, and on a busy machine one query went from ~20 ms to over 1 s.
-    One thread for the duration of the call (threadpoolctl; without it, BLAS as configured)."""
+    One thread for the duration of the call (threadpoolctl; without it, BLAS as configured).
+    The dense index's exact search (one matrix-vector product) uses it too."""
     try:
-        from threadpoolctl import threadpool_limits
+        from threadpoolctl import ThreadpoolController
     except ImportError:
         import contextlib
 
         return contextlib.nullcontext()
-    return threadpool_limits(1, user_api="blas")
+    if not _blas_controller:
+        _blas_controller.append(ThreadpoolController())
+    return _blas_controller[0].limit(limits=1, user_api="blas")

@@ -334,10 +334,20 @@ def save_bm25_index(library, backend: str = DEFAULT_BACKEND) -> bool:
 
 
 def bm25_ranking(library, query: str, top_k: int | None = None,
-                 backend: str = DEFAULT_BACKEND) -> list[tuple[str, float]]:
+                 backend: str = DEFAULT_BACKEND, as_ranked: bool = False):
     """BM25 over the video summaries: [(video_id, score)] for videos sharing a word with
-    ``query``, best first. Raises SourceUnavailable when no summaries exist."""
-    return _bm25_index(library, backend).search(query, top_k)
+    ``query``, best first. Raises SourceUnavailable when no summaries exist. ``as_ranked``:
+    the same ranking as a `Ranked` (arrays; what `engine.search` fuses)."""
+    idx = _bm25_index(library, backend)
+    if not as_ranked:
+        return idx.search(query, top_k)
+    from .ranked import Ranked
+
+    order, sc = idx.rank(query, top_k)
+    ids = getattr(idx, "_ids_arr", None)
+    if ids is None:
+        ids = idx._ids_arr = np.asarray(idx.doc_ids, dtype=object)
+    return Ranked(ids=ids[order].tolist(), scores=sc, space=idx.doc_ids, index=order)
 
 
 def _query_vector(embedder, query: str) -> np.ndarray:
@@ -355,10 +365,10 @@ def _query_vector(embedder, query: str) -> np.ndarray:
     return v
 
 
-def dense_ranking(library, query: str, embedder=None, top_k: int | None = None
-                  ) -> list[tuple[str, float, tuple[float, float] | None]]:
+def dense_ranking(library, query: str, embedder=None, top_k: int | None = None, as_ranked: bool = False):
     """Dense retrieval: [(video_id, cosine of the best segment, (t0_s, t1_s) of it)], best first.
-    Raises SourceUnavailable when the index is empty, DenseIndexMismatch for another embedder."""
+    Raises SourceUnavailable when the index is empty, DenseIndexMismatch for another embedder.
+    ``as_ranked``: the same ranking as a `Ranked` (arrays; what `engine.search` fuses)."""
     if embedder is None:
         from .embedders import EmbedderError
 
@@ -382,7 +392,16 @@ def dense_ranking(library, query: str, embedder=None, top_k: int | None = None
                 raise SourceUnavailable("dense", str(e)) from None
         raise SourceUnavailable("dense", f"the dense index ({embedder.name}) is empty: index or "
                                          "import videos (it is built with the BM25 texts)")
-    return idx.search_videos(_query_vector(embedder, query), top_k)
+    if not as_ranked:
+        return idx.search_videos(_query_vector(embedder, query), top_k)
+    from .ranked import Ranked
+
+    codes, sims, rows = idx.rank_videos(_query_vector(embedder, query), top_k)
+    ids = getattr(idx, "_ids_arr", None)
+    if ids is None or len(ids) != len(idx.video_ids):
+        ids = idx._ids_arr = np.asarray(idx.video_ids, dtype=object)
+    return Ranked(ids=ids[codes].tolist(), scores=sims.astype(np.float64), space=idx.video_ids,
+                  index=codes, rows=rows, spans=(idx.t0, idx.t1))
 
 
 _stale_cache: dict[tuple, str | None] = {}

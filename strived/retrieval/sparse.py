@@ -201,10 +201,18 @@ class BM25Index:
         return np.asarray(self._impl.get_scores(toks), dtype=np.float32)
 
     def search(self, query: str, top_k: int | None = None) -> list[tuple[str, float]]:
+        order, sc = self.rank(query, top_k)
+        ids = getattr(self, "_ids_arr", None)
+        if ids is None:
+            ids = self._ids_arr = np.asarray(self.doc_ids, dtype=object)
+        return list(zip(ids[order].tolist(), sc.tolist()))
+
+    def rank(self, query: str, top_k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """`search` as arrays: (document indices into ``doc_ids``, scores as float64)."""
         s = self.scores(query)
         hit = np.flatnonzero(s > 0)
         if hit.size == 0:
-            return []
+            return np.zeros(0, np.int64), np.zeros(0, np.float64)
         if top_k is not None and top_k < hit.size:
             # Keep every document scoring at least the k-th score (ties at the cut stay in).
             kth = np.partition(s[hit], hit.size - top_k)[hit.size - top_k]
@@ -213,10 +221,7 @@ class BM25Index:
         order = hit[np.lexsort((self._id_rank[hit], -s[hit]))]
         if top_k is not None:
             order = order[:top_k]
-        ids = getattr(self, "_ids_arr", None)
-        if ids is None:
-            ids = self._ids_arr = np.asarray(self.doc_ids, dtype=object)
-        return list(zip(ids[order].tolist(), s[order].astype(np.float64).tolist()))
+        return order, s[order].astype(np.float64)
 
 
 class _LuceneOkapi:
