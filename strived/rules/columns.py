@@ -57,6 +57,11 @@ class Series:
         return self._feat[key]
 
 
+#: how many "for >= x of the clip" gate answers a corpus remembers (one bool per track each: ~1.5 MB
+#: at 100k videos of 15 tracks; a library's rules use a handful of distinct such gates)
+FRACTION_MEMO = 32
+
+
 class TrackColumns:
     """All tracks and ego series of a corpus in columns; window features cached per key."""
 
@@ -580,6 +585,30 @@ class TrackColumns:
     def mean(self, field_name: str) -> np.ndarray:
         key = ("mean", field_name)
         return self._cached(key, lambda idx: _per_unit_chunks(*self._source(field_name), idx, _mean))
+
+    def fraction_holds(self, field_name: str, op: str, value: float, min_fraction: float) -> np.ndarray:
+        """Per-unit truth of "op(field, value) on >= ``min_fraction`` of the unit's samples"
+        (a gate with ``min_time_fraction``). Remembered for this corpus (the columns of one content
+        version never change), the last FRACTION_MEMO answers only: a bool per unit each."""
+        import threading
+
+        key = (field_name, op, float(value), float(min_fraction))
+        memo = self.__dict__.get("_frac_memo")
+        if memo is None:
+            memo = self.__dict__.setdefault("_frac_memo", ({}, threading.Lock()))
+        answers, lock = memo
+        with lock:
+            hit = answers.pop(key, None)
+            if hit is not None:
+                answers[key] = hit          # most recently used last
+                return hit
+        out = self.fraction_satisfying(field_name, op, value) >= float(min_fraction) - 1e-12
+        out.setflags(write=False)
+        with lock:
+            answers[key] = out
+            while len(answers) > FRACTION_MEMO:
+                answers.pop(next(iter(answers)))
+        return out
 
     def fraction_satisfying(self, field_name: str, op: str, value: float) -> np.ndarray:
         """Per-unit fraction of the unit's samples where op(field, value) holds (not cached). A

@@ -62,7 +62,7 @@ def soft_values(cols: TrackColumns, c: SoftScore, binarize: bool = False, units=
 def _gate_units(cols: TrackColumns, g) -> np.ndarray:
     """Per-unit (track, or video for ego fields) truth of a gate."""
     if g.min_time_fraction is not None:
-        return cols.fraction_satisfying(g.field, g.op, g.value) >= g.min_time_fraction - 1e-12
+        return cols.fraction_holds(g.field, g.op, g.value, g.min_time_fraction)
     mn, mx = cols.minmax(g.field)
     with np.errstate(invalid="ignore"):
         if g.op == "lt":

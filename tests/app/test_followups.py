@@ -33,7 +33,9 @@ def test_results_table_shows_relevance_and_each_sources_evidence(qtbot, window, 
         assert f"{h.score:.4f}" not in d(r, m.C_RELEVANCE)       # never the fused rank score
         ps = h.per_source.get("rule") or {}
         if ps.get("rank") and ps.get("status") != "cannot evaluate":
-            assert d(r, m.C_RULE) == f"p{100 * ps['percentile']:.0f} · {ps['rank']}/{ps['of']}"
+            pos = (f"={ps['tie']['first']}/{ps['of']} ({ps['tie']['size']} tied)" if ps.get("tie")
+                   else f"{ps['rank']}/{ps['of']}")     # a tie is shown as one, not as a position
+            assert d(r, m.C_RULE) == f"p{100 * ps['percentile']:.0f} · {pos}"
         ps = h.per_source.get("dense") or {}
         if ps.get("rank"):
             assert d(r, m.C_DENSE) == f"cos {ps['score']:.2f} · {ps['rank']}/{ps['of']}"

@@ -200,3 +200,25 @@ def test_window_bounds_of_even_frames_equal_the_search(jitter):
         key, w_us = C._track_keys(tt, tr, w)
         np.testing.assert_array_equal(C._window_end(tt, tr, w), np.searchsorted(key, key + w_us, side="right") - 1)
         np.testing.assert_array_equal(C._window_start(tt, tr, w), np.searchsorted(key, key - w_us, side="left"))
+
+
+def test_fraction_gate_answers_are_remembered_and_bounded(recs, monkeypatch):
+    """A "for >= x of the clip" gate's per-unit answer equals the plain count, is computed once per
+    (field, op, value, fraction) for a corpus, cannot be modified by a caller, and the memo is bounded."""
+    monkeypatch.setattr(C, "FRACTION_MEMO", 3)
+    cols = C.TrackColumns.from_records(recs)
+    calls = []
+    real = cols.fraction_satisfying
+    monkeypatch.setattr(cols, "fraction_satisfying", lambda *a: calls.append(a) or real(*a))
+    want = real("distance", "le", 20.0) >= 0.3 - 1e-12
+    got = cols.fraction_holds("distance", "le", 20.0, 0.3)
+    assert got.dtype == bool and np.array_equal(got, want) and 0 < got.sum() < len(got)
+    assert cols.fraction_holds("distance", "le", 20.0, 0.3) is got and len(calls) == 1
+    with pytest.raises(ValueError):
+        got[0] = not got[0]
+    ego = cols.fraction_holds("speed", "gt", 1.0, 0.5)
+    assert np.array_equal(ego, real("speed", "gt", 1.0) >= 0.5 - 1e-12)
+    for v in (10.0, 30.0, 40.0):                     # three more answers: the first one is dropped
+        cols.fraction_holds("distance", "le", v, 0.3)
+    cols.fraction_holds("distance", "le", 20.0, 0.3)
+    assert len(calls) == 6
