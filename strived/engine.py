@@ -94,12 +94,9 @@ _scorers: "weakref.WeakKeyDictionary[Any, tuple[int, RuleScorer]]" = weakref.Wea
 
 def scorer_for(library) -> RuleScorer:
     """A RuleScorer whose column cache is reused until the library's content changes."""
-    ver = library.content_version
-    cached = _scorers.get(library)
-    if cached is None or cached[0] != ver:
-        cached = (ver, RuleScorer(library))
-        _scorers[library] = cached
-    return cached[1]
+    from .retrieval.ranked import per_content_version
+
+    return per_content_version(_scorers, library, lambda: RuleScorer(library))
 
 
 def resolve_query_rule(query: "str | ParsedQuery", *, library=None, llm=None, event: str | None = None,

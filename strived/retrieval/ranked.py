@@ -100,14 +100,21 @@ class IdSpace:
         return c
 
 
+def per_content_version(cache: "weakref.WeakKeyDictionary", library, build):
+    """``build()`` for ``library``, kept in ``cache`` (weak by library) until the library's content
+    version changes."""
+    ver = library.content_version
+    cached = cache.get(library)
+    if cached is None or cached[0] != ver:
+        cached = (ver, build())
+        cache[library] = cached
+    return cached[1]
+
+
 _spaces: "weakref.WeakKeyDictionary[Any, tuple[int, IdSpace]]" = weakref.WeakKeyDictionary()
 
 
 def id_space(library) -> IdSpace:
     """The library's `IdSpace`, rebuilt when its content changes."""
-    ver = library.content_version
-    cached = _spaces.get(library)
-    if cached is None or cached[0] != ver:
-        cached = (ver, IdSpace(sorted(library.video_ids())))  # Python order = tie order
-        _spaces[library] = cached
-    return cached[1]
+    # Python's sort order of the ids = the order ties break in
+    return per_content_version(_spaces, library, lambda: IdSpace(sorted(library.video_ids())))

@@ -41,12 +41,17 @@ def test_graph_outputs_equal_onnxruntime():
         np.testing.assert_allclose(g, w, atol=1e-4, rtol=1e-4)
 
 
-def test_torch_runtime_detects_what_onnxruntime_detects(monkeypatch):
-    frames = _sample_frames()
+def _ort_and_torch(monkeypatch, device):
+    """The shipped detector on onnxruntime (CPU) and on the PyTorch runtime on ``device``."""
     monkeypatch.setenv("STRIVED_DETECTOR_RUNTIME", "onnxruntime")
     ref = D.NanoDetDetector(device="cpu")
     monkeypatch.setenv("STRIVED_DETECTOR_RUNTIME", "torch")
-    tch = D.NanoDetDetector(device="cpu")
+    return ref, D.NanoDetDetector(device=device)
+
+
+def test_torch_runtime_detects_what_onnxruntime_detects(monkeypatch):
+    frames = _sample_frames()
+    ref, tch = _ort_and_torch(monkeypatch, "cpu")
     assert ref.runtime == "onnxruntime" and tch.runtime == "torch" and tch.config["runtime"] == "torch"
     a, b = ref.detect(frames), tch.detect(frames)
     assert sum(len(d) for d in a) >= 3          # the sample shows a bus, cars and people
@@ -127,10 +132,7 @@ def test_auto_device_uses_torch_cuda_when_present(monkeypatch):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_detections_match_cpu(monkeypatch):
     frames = _sample_frames()
-    monkeypatch.setenv("STRIVED_DETECTOR_RUNTIME", "onnxruntime")
-    ref = D.NanoDetDetector(device="cpu")
-    monkeypatch.setenv("STRIVED_DETECTOR_RUNTIME", "torch")
-    gpu = D.NanoDetDetector(device="cuda")
+    ref, gpu = _ort_and_torch(monkeypatch, "cuda")
     assert gpu.device == "cuda"
     for da, db in zip(ref.detect(frames), gpu.detect(frames)):
         assert da.shape == db.shape
