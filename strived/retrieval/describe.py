@@ -121,15 +121,19 @@ def ego_phrases(rec: VideoRecords, t0_s: float | None = None, t1_s: float | None
                 out.append("ego slows down and stops")
             elif first_moving is not None:
                 out.append("ego starts moving from a stop")
-        _, drop = _max_change(tt, speed, BRAKE_WINDOW_S)
-        if drop >= HARD_BRAKE_DROP_MPS:
+        # a drop within the window is at most the range of the speeds: the scan only when it can pass
+        if v.max() - v.min() >= HARD_BRAKE_DROP_MPS and \
+                _max_change(tt, speed, BRAKE_WINDOW_S)[1] >= HARD_BRAKE_DROP_MPS:
             out.append("ego brakes hard, sharp slowdown")
     jolt = rec.ego.get("jolt", np.full(len(t), np.nan))[m]
     if np.isfinite(jolt).any() and float(np.nanmax(jolt)) >= JOLT_RAD_S:
         out.append("the camera jolts suddenly, a hard shake or impact")
     yaw = rec.ego.get("yaw_rate", np.full(len(t), np.nan))[m]
     if np.isfinite(yaw).sum() >= 2:
-        left, right = _max_change(tt, _heading(tt, yaw), TURN_WINDOW_S)
+        heading = _heading(tt, yaw)
+        left = right = 0.0
+        if heading.max() - heading.min() >= TURN_MIN_RAD:     # else neither turn can reach it
+            left, right = _max_change(tt, heading, TURN_WINDOW_S)
         if left >= TURN_MIN_RAD and left >= right:
             out.append("ego turns left")
         elif right >= TURN_MIN_RAD:
@@ -137,9 +141,11 @@ def ego_phrases(rec: VideoRecords, t0_s: float | None = None, t1_s: float | None
     return out
 
 
-def _track_view(rec: VideoRecords, tr: Track, t0_s, t1_s):
-    """(times, fields) of a track inside [t0_s, t1_s): slices (views) of its sorted time axis."""
-    tt = rec.t[tr.pos]
+def _track_view(rec: VideoRecords, tr: Track, t0_s, t1_s, tt: np.ndarray | None = None):
+    """(times, fields) of a track inside [t0_s, t1_s): slices (views) of its sorted time axis.
+    ``tt``: the track's times when the caller has them already."""
+    if tt is None:
+        tt = rec.t[tr.pos]
     if t0_s is None:
         return tt, tr.fields
     if len(tt) > 1 and not bool((tt[1:] >= tt[:-1]).all()):
@@ -149,65 +155,170 @@ def _track_view(rec: VideoRecords, tr: Track, t0_s, t1_s):
     return tt[a:b], {k: v[a:b] for k, v in tr.fields.items()}
 
 
-def _first_last(x: np.ndarray):
-    ok = np.isfinite(x)
-    i = int(ok.argmax()) if len(x) else 0
-    if not len(x) or not ok[i]:
-        return (np.nan, np.nan)
-    return x[i], x[len(x) - 1 - int(ok[::-1].argmax())]
-
-
 def track_phrases(rec: VideoRecords, tr: Track, t0_s=None, t1_s=None) -> list[str]:
     """Everyday-word motion of one tracked object relative to the ego vehicle."""
-    return _view_phrases(tr, *_track_view(rec, tr, t0_s, t1_s))
+    return _TrackStack([tr], [rec.t[tr.pos]], [tr.fields]).phrases(t0_s, t1_s)[0]
 
 
-def _view_phrases(tr: Track, tt: np.ndarray, f: dict) -> list[str]:
-    if len(tt) < 3:
-        return []
-    color = tr.attrs.get("color") or tr.attrs.get("colour")
-    noun = CLASS_WORDS.get(tr.cls, tr.cls.replace("_", " ")).split()[0]
-    who = f"{color} {noun}" if color else noun
-    art = "an" if who[0] in "aeiou" else "a"
-    out = []
-    dist = f.get("distance")
-    if dist is None or not np.isfinite(dist).any():
-        dist = f.get("loc_z")
-    lx = f.get("loc_x")
-    if dist is not None and np.isfinite(dist).any():
-        dmin = float(np.nanmin(np.abs(dist)))
-        if dmin < NEAR_M:     # cheap test first: never near, never "approaches"
-            ahead = np.where(dist > 0, dist, np.nan)  # objects behind do not "approach"
-            _, fall = _max_change(tt, ahead, APPROACH_WINDOW_S)
-            if fall >= APPROACH_MIN_M:
-                out.append(f"{art} {who} approaches")
-        if dmin < VERY_CLOSE_M:  # the gap is never below |distance|
-            gap = np.abs(dist) if lx is None else np.hypot(dist, np.nan_to_num(lx, nan=0.0))
-            if np.isfinite(gap).any() and np.nanmin(gap) < VERY_CLOSE_M:
-                out.append(f"{art} {who} comes very close")
-    if lx is not None and np.isfinite(lx).sum() >= 3 and dist is not None:
-        a, b = _first_last(lx)
-        if np.isfinite(a) and np.isfinite(b) and abs(a) >= CROSS_SIDE_M \
-                and abs(b) >= CROSS_SIDE_M and np.sign(a) != np.sign(b) \
-                and (np.isfinite(dist) & (np.abs(dist) < 30)).any():
-            side = "right" if a > 0 else "left"
-            out.append(f"{art} {who} crosses in front from the {side}")
-    lane = f.get("lane_rel")
-    if lane is not None and np.isfinite(lane).sum() >= 3:
-        a, b = _first_last(np.round(lane))
-        if a in (-1, 1) and b == 0:
-            out.append(f"{art} {who} moves into our lane from the {'right' if a > 0 else 'left'}")
-        elif a == 0 and b in (-1, 1):
-            out.append(f"the {who} ahead moves out of our lane to the {'right' if b > 0 else 'left'}")
-    lz = f.get("loc_z")
-    if lz is not None and lx is not None and np.isfinite(lz).sum() >= 3:
-        a, b = _first_last(lz)
-        side_x = np.nan
-        if a < 2.0 and b > 8.0 and np.isfinite(lx).any():
-            side_x = np.nanmedian(lx)
-        if np.isfinite(side_x) and abs(side_x) >= CROSS_SIDE_M:
-            out.append(f"{art} {who} overtakes us on the {'right' if side_x > 0 else 'left'}")
-    return out
+_STACK_FIELDS = ("distance", "loc_z", "loc_x", "lane_rel")
+
+
+class _Column:
+    """One field of every track end to end (float64; NaN where a track lacks the field; one NaN
+    after the last sample) with prefix counts of finite samples and each sample's nearest finite
+    sample at or after / at or before it: per window [a, b) of the stacked samples, how many are
+    known and the first and last known value, without a pass over the window."""
+
+    def __init__(self, parts: list, lens: np.ndarray):
+        x = np.concatenate([np.full(n, np.nan) if p is None else np.asarray(p, np.float64)
+                            for p, n in zip(parts, lens)] + [np.full(1, np.nan)])
+        ok = np.isfinite(x)
+        self.cnt = np.zeros(x.size + 1, np.int64)
+        np.cumsum(ok, out=self.cnt[1:])
+        at = np.arange(x.size)
+        self.nxt = np.minimum.accumulate(np.where(ok, at, x.size - 1)[::-1])[::-1]   # the NaN at the end
+        self.prv = np.maximum.accumulate(np.where(ok, at, -1))     # -1: the NaN at the end
+        self.x = x
+
+    def known(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return self.cnt[b] - self.cnt[a]
+
+    def first(self, a: np.ndarray) -> np.ndarray:
+        """The first finite value at or after a (valid where the window has one)."""
+        return self.x[self.nxt[a]]
+
+    def last(self, b: np.ndarray) -> np.ndarray:
+        """The last finite value before b (valid where the window has one)."""
+        return self.x[self.prv[np.maximum(b - 1, 0)]]
+
+
+def _reduce_windows(fn, x: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """fn over x[a_k:b_k] per window (x ends with a sentinel, so a_k, b_k < x.size); an empty
+    window gets a meaningless value (callers mask it)."""
+    return fn.reduceat(x, np.column_stack([a, b]).ravel())[::2]
+
+
+class _TrackStack:
+    """Tracks stacked once (their times and the fields the phrases read), so a time window's
+    per-track tests are a few array operations for all tracks together; only the tracks that
+    pass a cheap exact bound get a closer look (a window scan, a median)."""
+
+    def __init__(self, tracks: list, times: list, fields: list):
+        self.tracks, self.times, self.fields = tracks, times, fields
+        self.lens = np.fromiter((len(tt) for tt in times), np.int64, len(times))
+        self.off = np.cumsum(self.lens) - self.lens
+        self.sorted = all(len(tt) < 2 or bool((tt[1:] >= tt[:-1]).all()) for tt in times)
+        self.cols = {name: _Column([f.get(name) for f in fields], self.lens) for name in _STACK_FIELDS}
+        with np.errstate(invalid="ignore"):
+            self.abs_d = {name: np.abs(self.cols[name].x) for name in ("distance", "loc_z")}
+            d = self.cols["distance"].x
+            self.ahead = np.where(d > 0, d, np.inf)   # NaN and behind: never the nearest ahead
+
+    @classmethod
+    def of(cls, rec: VideoRecords, times: list | None = None) -> "_TrackStack":
+        return cls(rec.tracks, track_times(rec) if times is None else times, [tr.fields for tr in rec.tracks])
+
+    def window(self, t0_s, t1_s) -> tuple["_TrackStack", np.ndarray, np.ndarray]:
+        """(stack, a, b): each track's samples in [t0_s, t1_s) as stacked positions [a, b)."""
+        end = self.off + self.lens
+        if t0_s is None:
+            return self, self.off, end
+        if not self.sorted:       # a track's times out of order: its window is a mask, not a range
+            views = [_track_view(None, tr, t0_s, t1_s, tt) for tr, tt in zip(self.tracks, self.times)]
+            sub = _TrackStack(self.tracks, [v[0] for v in views], [v[1] for v in views])
+            return sub, sub.off, sub.off + sub.lens
+        a, b = self.off.copy(), self.off.copy()
+        for k, tt in enumerate(self.times):
+            lo, hi = tt.searchsorted((t0_s, t1_s))
+            a[k] += lo
+            b[k] += hi
+        return self, a, b
+
+    def view(self, k: int, a: int, b: int):
+        """(times, fields) of track k between stacked positions a and b (slices, no copies)."""
+        o = int(self.off[k])
+        return self.times[k][a - o:b - o], {f: v[a - o:b - o] for f, v in self.fields[k].items()}
+
+    def phrases(self, t0_s=None, t1_s=None) -> list[list[str]]:
+        """Per track, its phrases in [t0_s, t1_s) (the whole track for None)."""
+        st, a, b = self.window(t0_s, t1_s)
+        return st.window_phrases(a, b)
+
+    def window_phrases(self, a: np.ndarray, b: np.ndarray) -> list[list[str]]:
+        out: list[list[str]] = [[] for _ in self.tracks]
+        n = b - a
+        if not (n >= 3).any():
+            return out
+        c = self.cols
+        use_dist = c["distance"].known(a, b) > 0       # a track reads its distance, else its loc_z
+        dknown = np.where(use_dist, c["distance"].known(a, b), c["loc_z"].known(a, b))
+        dmin = np.where(use_dist, _reduce_windows(np.fmin, self.abs_d["distance"], a, b),
+                        _reduce_windows(np.fmin, self.abs_d["loc_z"], a, b))
+        has_d = dknown > 0
+        lx, lane, lz = c["loc_x"], c["lane_rel"], c["loc_z"]
+        lxk, lanek, lzk = lx.known(a, b), lane.known(a, b), lz.known(a, b)
+        lx0, lx1 = lx.first(a), lx.last(b)
+        ln0, ln1 = np.round(lane.first(a)), np.round(lane.last(b))
+        z0, z1 = lz.first(a), lz.last(b)
+        with np.errstate(invalid="ignore"):
+            near = has_d & (dmin < NEAR_M)
+            close = has_d & (dmin < VERY_CLOSE_M)
+            cross = ((lxk >= 3) & (np.abs(lx0) >= CROSS_SIDE_M) & (np.abs(lx1) >= CROSS_SIDE_M)
+                     & ((lx0 > 0) != (lx1 > 0)))
+            lane_in = (lanek >= 3) & (np.abs(ln0) == 1) & (ln1 == 0)
+            lane_out = (lanek >= 3) & (ln0 == 0) & (np.abs(ln1) == 1)
+            overtake = (lzk >= 3) & (z0 < 2.0) & (z1 > 8.0) & (lxk > 0)
+        look = (n >= 3) & (near | close | cross | lane_in | lane_out | overtake)
+        for k in np.flatnonzero(look).tolist():
+            tr = self.tracks[k]
+            tt, f = self.view(k, int(a[k]), int(b[k]))
+            color = tr.attrs.get("color") or tr.attrs.get("colour")
+            noun = CLASS_WORDS.get(tr.cls, tr.cls.replace("_", " ")).split()[0]
+            who = f"{color} {noun}" if color else noun
+            art = "an" if who[0] in "aeiou" else "a"
+            ph = out[k]
+            dist = f.get("distance") if use_dist[k] else f.get("loc_z")
+            x = f.get("loc_x")
+            if near[k]:
+                ahead = np.where(dist > 0, dist, np.nan)  # objects behind do not "approach"
+                # a fall within the window is at most the range of the values: skip the scan below
+                if np.fmax.reduce(ahead) - np.fmin.reduce(ahead) >= APPROACH_MIN_M:
+                    _, fall = _max_change(tt, ahead, APPROACH_WINDOW_S)
+                    if fall >= APPROACH_MIN_M:
+                        ph.append(f"{art} {who} approaches")
+            if close[k]:          # the gap is never below |distance|
+                gap = np.abs(dist) if x is None else np.hypot(dist, np.nan_to_num(x, nan=0.0))
+                if np.isfinite(gap).any() and np.nanmin(gap) < VERY_CLOSE_M:
+                    ph.append(f"{art} {who} comes very close")
+            if cross[k] and dist is not None and (np.isfinite(dist) & (np.abs(dist) < 30)).any():
+                ph.append(f"{art} {who} crosses in front from the {'right' if lx0[k] > 0 else 'left'}")
+            if lane_in[k]:
+                ph.append(f"{art} {who} moves into our lane from the {'right' if ln0[k] > 0 else 'left'}")
+            elif lane_out[k]:
+                ph.append(f"the {who} ahead moves out of our lane to the {'right' if ln1[k] > 0 else 'left'}")
+            if overtake[k]:
+                side_x = np.nanmedian(x)
+                if np.isfinite(side_x) and abs(side_x) >= CROSS_SIDE_M:
+                    ph.append(f"{art} {who} overtakes us on the {'right' if side_x > 0 else 'left'}")
+        return out
+
+    def nearest_ahead(self, a: np.ndarray, b: np.ndarray) -> tuple[float, str] | None:
+        """(distance, class) of the nearest object ahead in the windows: per track its smallest
+        positive distance, counted when that sample is within CROSS_SIDE_M of our lane centre (or
+        its lateral offset is unknown); the first track wins a tie."""
+        if not len(self.tracks):
+            return None
+        m = _reduce_windows(np.minimum, self.ahead, a, b)
+        m = np.where((b > a) & (self.cols["distance"].known(a, b) > 0), m, np.inf)
+        best = None
+        lx = self.cols["loc_x"].x
+        for k in np.flatnonzero(np.isfinite(m)).tolist():
+            if best is not None and not m[k] < best[0]:
+                continue
+            i = int(a[k]) + int(np.argmin(self.ahead[a[k]:b[k]]))   # its first closest sample
+            if not np.isfinite(lx[i]) or abs(lx[i]) < CROSS_SIDE_M:
+                best = (float(m[k]), self.tracks[k].cls)
+        return best
 
 
 def class_counts(rec: VideoRecords, t0_s=None, t1_s=None, min_samples: int = 3) -> Counter:
@@ -251,11 +362,12 @@ def video_summary(rec: VideoRecords, max_phrases: int = 12) -> str:
     colors = Counter((tr.attrs.get("color"), tr.cls) for tr in rec.tracks if tr.attrs.get("color"))
     phrases = ego_phrases(rec)
     seen = set(phrases)
-    for tr in sorted(rec.tracks, key=lambda x: x.track_id):
-        for p in track_phrases(rec, tr):
-            if p not in seen and len(phrases) < max_phrases:
-                seen.add(p)
-                phrases.append(p)
+    ordered = sorted(rec.tracks, key=lambda x: x.track_id)
+    stack = _TrackStack(ordered, [rec.t[tr.pos] for tr in ordered], [tr.fields for tr in ordered])
+    for p in (p for ph in stack.phrases() for p in ph):
+        if p not in seen and len(phrases) < max_phrases:
+            seen.add(p)
+            phrases.append(p)
     folder = None
     if info.path:
         parts = re.split(r"[\\/]", info.path)
@@ -280,33 +392,34 @@ def segment_bounds(rec: VideoRecords, segment_s: float = 4.0) -> list[tuple[floa
     return [(start + k * segment_s, min(end, start + (k + 1) * segment_s)) for k in range(n)]
 
 
-def segment_text(rec: VideoRecords, t0_s: float, t1_s: float) -> str:
-    """A short description of what the records show in [t0_s, t1_s)."""
-    views = [(tr, *_track_view(rec, tr, t0_s, t1_s)) for tr in rec.tracks]
-    counts = Counter(tr.cls for tr, tt, _ in views if len(tt) >= 2)
+def segment_text(rec: VideoRecords, t0_s: float, t1_s: float, stack: "_TrackStack | None" = None) -> str:
+    """A short description of what the records show in [t0_s, t1_s). ``stack``: the video's
+    tracks stacked once (`track_stack`) when several segments of one video are described."""
+    if stack is None:
+        stack = _TrackStack.of(rec)
+    st, a, b = stack.window(t0_s, t1_s)
+    counts = Counter(tr.cls for tr, n in zip(st.tracks, (b - a).tolist()) if n >= 2)
     bits = [scene_words(rec)]
     bits += ego_phrases(rec, t0_s, t1_s)
     bits.append(_objects_sentence(counts, Counter()))
-    nearest = None
-    for tr, tt, f in views:
-        d = f.get("distance")
-        if d is None or not len(d) or not np.isfinite(d).any():
-            continue
-        lx = f.get("loc_x")
-        d = np.where(d > 0, d, np.inf)          # NaN and behind never count as nearest ahead
-        k = int(d.argmin())
-        if not np.isfinite(d[k]):
-            continue
-        ahead = d[k] > 0 and (lx is None or not np.isfinite(lx[k]) or abs(lx[k]) < CROSS_SIDE_M)
-        if ahead and (nearest is None or d[k] < nearest[0]):
-            nearest = (float(d[k]), tr.cls)
+    nearest = st.nearest_ahead(a, b)
     if nearest:
         bits.append(f"nearest {CLASS_WORDS.get(nearest[1], nearest[1]).split()[0]} ahead "
                     f"at {nearest[0]:.0f} m")
     seen = set()
-    for tr, tt, f in views:
-        for p in _view_phrases(tr, tt, f):
+    for ph in st.window_phrases(a, b):
+        for p in ph:
             if p not in seen and len(seen) < 6:
                 seen.add(p)
                 bits.append(p)
     return ". ".join(b for b in bits if b)
+
+
+def track_stack(rec: VideoRecords) -> _TrackStack:
+    """A video's tracks stacked once, shared by the descriptions of its segments."""
+    return _TrackStack.of(rec)
+
+
+def track_times(rec: VideoRecords) -> list[np.ndarray]:
+    """Each track's sample times."""
+    return [rec.t[tr.pos] for tr in rec.tracks]

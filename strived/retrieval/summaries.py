@@ -108,7 +108,8 @@ def summary_and_segments(rec, caption: str | None = None, segment_s: float = SEG
         text, source = _caption_summary(caption, rec), "caption"
     else:
         text, source = describe.video_summary(rec), "generated"
-    segs = [(k, t0, t1, describe.segment_text(rec, t0, t1))
+    stack = describe.track_stack(rec)
+    segs = [(k, t0, t1, describe.segment_text(rec, t0, t1, stack))
             for k, (t0, t1) in enumerate(describe.segment_bounds(rec, segment_s))]
     return text, source, segs
 
