@@ -210,8 +210,13 @@ class TrackColumns:
             own_parts: list[int] = []
             f_parts: dict[str, list[bytes]] = {f: [] for f in RAW_OBJECT_FIELDS}
 
+            from ..jobs import check_cancel, current_cancel
+
+            cancel = current_cancel()      # the running search's cancel: checked per slice
+
             def flush() -> None:
                 nonlocal written
+                check_cancel(cancel)
                 if not pos_parts:
                     return
                 lens = np.fromiter((len(b) // 4 for b in pos_parts), np.int64, len(pos_parts))

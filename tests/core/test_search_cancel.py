@@ -146,3 +146,24 @@ def test_a_load_that_cannot_stop_runs_aside_and_a_cancel_returns_at_once():
     threading.Timer(0.2, release.set).start()
     engine._wait_preload(("k", "test"), load, lambda: False)
     assert done.is_set() and runs == [1]
+
+
+def test_cancel_stops_the_column_cache_being_written_and_leaves_no_half_written_cache(tmp_path, monkeypatch):
+    """The first search of a new library state writes the track columns to the cache (at 100,000
+    videos ~10 GB of samples, streamed in slices): a cancel stops it between slices, no partial
+    folder stays, and the next search writes the cache whole and ranks as an untouched library."""
+    monkeypatch.setattr(C, "CHUNK_SAMPLES", 2000)            # many slices for 60 short videos
+    ref_lib = _library(tmp_path / "ref")
+    ref_ranking = [(h.video_id, h.score) for h in _search(ref_lib).hits]
+    lib = _library(tmp_path / "lib")
+    assert not list(lib.cache_dir.glob("cols-*"))
+    cancel = CountingCancel(after=3)
+    with pytest.raises(Cancelled) as err:
+        _search(lib, cancel=cancel)
+    frames = [f.name for f in traceback.extract_tb(err.value.__traceback__)]
+    assert "_stream_to_cache" in frames, frames
+    assert not list(lib.cache_dir.glob("cols-*")), "a cancelled cache write leaves nothing behind"
+    assert [(h.video_id, h.score) for h in _search(lib).hits] == ref_ranking
+    assert [p.name for p in lib.cache_dir.glob("cols-*") if ".tmp-" not in p.name]
+    for x in (lib, ref_lib):
+        x.close()
