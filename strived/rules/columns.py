@@ -1127,11 +1127,30 @@ def _mean(s: Series, v: np.ndarray):
 
 def _integrate(s: Series, yaw_rate: np.ndarray) -> np.ndarray:
     """Heading (rad) per ego sample: trapezoidal integral of yaw_rate from the series start;
-    NaN yaw_rate contributes nothing (heading holds)."""
-    y = np.nan_to_num(yaw_rate.astype(np.float64), nan=0.0)
-    out = np.zeros(y.size, np.float64)
-    if y.size < 2:
-        return out.astype(np.float32)
+    NaN yaw_rate contributes nothing (heading holds). One running sum over all series (a series
+    start adds a 0 step) from which each series' value at its start is subtracted, worked out in
+    chunks of whole series with the sum carried across (the same additions in the same order as
+    one pass, so the same values), so its float64 work space is a chunk's, not the library's."""
+    n = yaw_rate.shape[0]
+    out = np.zeros(n, np.float32)
+    if n < 2:
+        return out
+    nz = s.length > 0
+    starts, lens = s.start[nz], s.length[nz]
+    carry = 0.0                               # the running sum at the chunk's first sample
+    i = 0
+    while i < starts.size:
+        j = max(i + 1, int(np.searchsorted(starts, starts[i] + CHUNK_SAMPLES, side="left")))
+        j = min(j, starts.size)
+        a, b = int(starts[i]), int(starts[j - 1] + lens[j - 1])
+        y = np.nan_to_num(yaw_rate[a:b].astype(np.float64), nan=0.0)
+        inc = 0.5 * (y[1:] + y[:-1]) * np.diff(s.t[a:b])
+        inc[starts[i + 1:j] - a - 1] = 0.0    # the step into a series start adds nothing
+        cum = np.cumsum(np.r_[carry, inc])
+        out[a:b] = cum - np.repeat(cum[starts[i:j] - a], lens[i:j])
+        carry = float(cum[-1])                # + the 0 step into the next series
+        i = j
+    return out
     st = s.sample_track()
     dt = np.diff(s.t)
     inc = 0.5 * (y[1:] + y[:-1]) * dt

@@ -32,6 +32,8 @@ def _features(recs):
     out["mm"] = np.stack(cols.minmax("loc_x")).copy()
     out["mean"] = cols.mean("distance").copy()
     out["ego"] = cols.window_change("speed", 2.0, "negative").copy()
+    out["heading"] = cols.series_for("heading")[1].copy()      # integrated chunk by chunk
+    out["turn"] = cols.window_change("heading", 8.0, "positive").copy()
     return out
 
 
@@ -103,6 +105,8 @@ def test_features_read_from_the_cache_files_equal_in_memory(lib, recs, monkeypat
         got["mm"] = np.stack(cols.minmax("loc_x"))
         got["mean"] = cols.mean("distance")
         got["ego"] = cols.window_change("speed", 2.0, "negative")
+        got["heading"] = cols.series_for("heading")[1]
+        got["turn"] = cols.window_change("heading", 8.0, "positive")
         for k in whole:
             np.testing.assert_array_equal(got[k], whole[k], err_msg=f"{k} chunk={chunk}")
         # |loc_x| is taken chunk by chunk: no whole-library array appears
