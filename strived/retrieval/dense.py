@@ -8,7 +8,9 @@ code), ``videos.json`` (video ids, and per video the stamp of the text/records i
 from) and, above ``exact_max_rows`` live rows, ``hnsw.bin`` (hnswlib, cosine = inner product on unit
 vectors). A save writes a new generation beside the current one, then swaps the manifest in one
 rename and deletes the old generation: a kill or a full disk at any point leaves the previous
-index whole. Opening verifies sizes, checksums and that the arrays agree; a damaged index raises
+index whole. Opening verifies sizes, checksums and that the arrays agree (a file is hashed once
+per state on disk: ``verified.json`` in the generation keeps each file's size, mtime, ctime and
+inode from when it matched, so any write makes it hashed again); a damaged index raises
 `DenseIndexCorrupt` (the sources module rebuilds it from the library). An index written before
 generations (the same files directly in ``dense/`` beside ``meta.json``) is read after the same
 consistency checks and rewritten in the new layout on its next save.
@@ -38,6 +40,8 @@ from ..errors import StrivedError
 FORMAT = "strived.dense/1"
 MANIFEST = "manifest.json"
 LEGACY_FILES = ("meta.json", "vectors.npy", "rows.npz", "videos.json", "hnsw.bin")
+#: in a generation folder: the files whose checksum matched, each with the stat it had then
+VERIFIED = "verified.json"
 EXACT_MAX_ROWS = 20_000
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 200
@@ -81,6 +85,34 @@ def _checksum(path: Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 22), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def _stat_stamp(st: os.stat_result, digest) -> list:
+    """What identifies a file's state on disk: any write changes its mtime and ctime (and a
+    replaced file its inode), and ctime cannot be set back by hand."""
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, digest]
+
+
+def _read_verified(gdir: Path) -> dict:
+    try:
+        got = json.loads((gdir / VERIFIED).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return got if isinstance(got, dict) else {}
+
+
+def _write_verified(gdir: Path, stamps: dict) -> None:
+    """Best effort (a search must not need write access): a later open skips hashing the files
+    whose stat is unchanged since they matched their checksums."""
+    tmp = gdir / f"{VERIFIED}.{os.getpid()}.tmp"
+    try:
+        tmp.write_text(json.dumps(stamps), encoding="utf-8")
+        os.replace(tmp, gdir / VERIFIED)
+    except OSError:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
 
 
 def _fsync_write(path: Path, write) -> None:
@@ -217,17 +249,24 @@ class DenseIndex:
             gen = meta.get("generation")
             if not isinstance(gen, str) or not gen.startswith("gen-") or "/" in gen or not isinstance(files, dict):
                 raise bad("manifest.json names no generation")
+            verified, checked = _read_verified(f / gen), {}
             for name, info in files.items():
                 p = self._file(name)
                 try:
-                    size = p.stat().st_size
+                    st = p.stat()
                 except OSError:
                     raise bad(f"{gen}/{name} is missing") from None
-                if size != info.get("bytes"):
-                    raise bad(f"{gen}/{name} has {size} bytes, the manifest says {info.get('bytes')} "
+                if st.st_size != info.get("bytes"):
+                    raise bad(f"{gen}/{name} has {st.st_size} bytes, the manifest says {info.get('bytes')} "
                               "(cut short?)")
-                if _checksum(p) != info.get("blake2b"):
+                stamp = _stat_stamp(st, info.get("blake2b"))
+                # hashed once per state of the file: the 1.6 GB of a 100,000-video index take
+                # ~3 s to hash, paid again by every new search process otherwise
+                if verified.get(name) != stamp and _checksum(p) != info.get("blake2b"):
                     raise bad(f"{gen}/{name} does not match its checksum")
+                checked[name] = stamp
+            if checked != verified:
+                _write_verified(f / gen, checked)
             if "vectors.npy" not in files:
                 if int(meta.get("n_rows") or 0):
                     raise bad("the manifest lists no vectors")
@@ -308,6 +347,7 @@ class DenseIndex:
                 self._hnsw.save_index(str(gdir / "hnsw.bin"))
                 names.append("hnsw.bin")
             files = {n: {"bytes": (gdir / n).stat().st_size, "blake2b": _checksum(gdir / n)} for n in names}
+            _write_verified(gdir, {n: _stat_stamp((gdir / n).stat(), files[n]["blake2b"]) for n in names})
             _fsync_dir(gdir)
             meta = {k: v for k, v in self.meta.items() if k not in ("legacy",)}
             meta.update(format=FORMAT, generation=gen, generation_no=gen_no, files=files,
