@@ -1038,15 +1038,22 @@ def _window_change(s: Series, v: np.ndarray, window_s: float) -> tuple[np.ndarra
     if vv.size < 2:
         return pos_res, neg_res
     v32 = vv.astype(np.float32)  # the values are float32: extremes are exact in float32
-    end = _window_end(tt, tr, window_s)
     n = vv.size
     idx = np.arange(n)
-    has = end > idx                          # a later sample of the same track in the window
-    # every sample is a query (no compressions): one without a later sample in its window
-    # reads any valid range and is masked out below
-    lo = np.minimum(idx + 1, n - 1)
-    hi = np.maximum(end, lo)
-    mx, mn = _range_extremes(v32, lo, hi, (np.maximum, np.minimum))
+    reg = _regular_steps(tt, tr, window_s)
+    if reg is not None:                      # evenly spaced: most windows are k samples long
+        k, _, last = reg
+        end = np.minimum(idx + k, last)
+        has = end > idx
+        mx, mn = _regular_window_extremes(v32, k, end, has, (np.maximum, np.minimum))
+    else:
+        end = _window_end(tt, tr, window_s)
+        has = end > idx                      # a later sample of the same track in the window
+        # every sample is a query (no compressions): one without a later sample in its window
+        # reads any valid range and is masked out below
+        lo = np.minimum(idx + 1, n - 1)
+        hi = np.maximum(end, lo)
+        mx, mn = _range_extremes(v32, lo, hi, (np.maximum, np.minimum))
     best = mx.astype(np.float64)
     best -= vv
     best = np.where(has, best, 0.0)
@@ -1058,6 +1065,42 @@ def _window_change(s: Series, v: np.ndarray, window_s: float) -> tuple[np.ndarra
     np.maximum(best, 0.0, out=best)
     _group_max(neg_res, tr, best)
     return pos_res, neg_res
+
+
+def _regular_window_extremes(vv: np.ndarray, k: int, end: np.ndarray, has: np.ndarray, fns) -> list[np.ndarray]:
+    """For each fn: fn over vv[i+1 : end_i+1] for every sample i with ``has`` (its window holds a
+    later sample; the others get a meaningless value), where ``end_i = min(i + k, last of its
+    track)``: `_range_extremes`' sparse table, but a window of the full k samples (most of them)
+    reads its two entries of level floor(log2 k) as two shifted slices of that level for all
+    such windows at once, and only the windows cut short by their track's end are looked up one
+    by one. The same entries are combined, so the values are those of `_range_extremes`."""
+    n = vv.size
+    outs = [np.empty(n, vv.dtype) for _ in fns]
+    if n == 0:
+        return outs
+    idx = np.arange(n)
+    top = int(k).bit_length() - 1            # floor(log2 k)
+    w = 1 << top
+    m = max(n - k, 0)                         # samples that can have k later samples
+    full = (end[:m] == idx[:m] + k)
+    cut = np.flatnonzero(has & (np.r_[~full, np.ones(n - m, bool)]))
+    lo, hi = cut + 1, end[cut]
+    level = np.frexp((hi - lo + 1).astype(np.float64))[1] - 1 if cut.size else np.zeros(0, np.int64)
+    probes = []
+    for lev in range(top + 1):
+        sel = np.flatnonzero(level == lev)
+        probes.append((cut[sel], lo[sel], hi[sel] - (1 << lev) + 1) if sel.size else None)
+    for fn, out in zip(fns, outs):
+        cur = vv
+        for lev in range(top + 1):
+            if probes[lev] is not None:
+                at, a, b = probes[lev]
+                out[at] = fn(cur[a], cur[b])
+            if lev == top and m:
+                np.copyto(out[:m], fn(cur[1:m + 1], cur[k - w + 1:m + k - w + 1]), where=full)
+            if lev < top:
+                cur = fn(cur[:-(1 << lev)], cur[(1 << lev):])
+    return outs
 
 
 def _group_max(res: np.ndarray, groups: np.ndarray, vals: np.ndarray) -> None:

@@ -226,3 +226,28 @@ def test_fraction_gate_answers_are_remembered_and_bounded(recs, monkeypatch):
         cols.fraction_holds("distance", "le", v, 0.3)
     cols.fraction_holds("distance", "le", 20.0, 0.3)
     assert len(calls) == 6
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_even_frame_windows_read_as_slices_equal_the_sparse_table_lookups(seed):
+    """Evenly spaced samples: full-length windows taken as shifted slices of one sparse-table
+    level give what per-window lookups give (windows cut by a track's end, ties, k of 1 to
+    longer than any track)."""
+    rng = np.random.default_rng(seed)
+    for _ in range(60):
+        lens = rng.integers(1, 90, int(rng.integers(1, 30)))
+        n = int(lens.sum())
+        vv = rng.normal(0, 5, n).astype(np.float32)
+        if rng.random() < 0.3:
+            vv = np.round(vv)
+        k = int(rng.integers(1, 120))
+        starts = np.cumsum(lens) - lens
+        last = np.repeat(starts + lens - 1, lens)
+        idx = np.arange(n)
+        end = np.minimum(idx + k, last)
+        has = end > idx
+        got = C._regular_window_extremes(vv, k, end, has, (np.maximum, np.minimum))
+        lo = np.minimum(idx + 1, n - 1)
+        want = C._range_extremes(vv, lo, np.maximum(end, lo), (np.maximum, np.minimum))
+        for g, w_ in zip(got, want):
+            np.testing.assert_array_equal(g[has], w_[has])
