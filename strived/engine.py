@@ -20,7 +20,7 @@ from .errors import Cancelled, SourceUnavailable, StrivedError
 from .jobs import CancelFn, ProgressFn, check_cancel, report
 from .query import ParsedQuery, parse_query
 from .retrieval.fusion import RRF_K, shared_ranks_array
-from .retrieval.ranked import Ranked
+from .retrieval.ranked import Ranked, per_content_version
 from .rules import Rule, RuleScorer, parse_rule
 
 SOURCES = ("rule", "dense", "bm25")
@@ -94,8 +94,6 @@ _scorers: "weakref.WeakKeyDictionary[Any, tuple[int, RuleScorer]]" = weakref.Wea
 
 def scorer_for(library) -> RuleScorer:
     """A RuleScorer whose column cache is reused until the library's content changes."""
-    from .retrieval.ranked import per_content_version
-
     return per_content_version(_scorers, library, lambda: RuleScorer(library))
 
 

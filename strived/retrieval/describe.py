@@ -157,7 +157,7 @@ def _track_view(rec: VideoRecords, tr: Track, t0_s, t1_s, tt: np.ndarray | None 
 
 def track_phrases(rec: VideoRecords, tr: Track, t0_s=None, t1_s=None) -> list[str]:
     """Everyday-word motion of one tracked object relative to the ego vehicle."""
-    return _TrackStack([tr], [rec.t[tr.pos]], [tr.fields]).phrases(t0_s, t1_s)[0]
+    return _TrackStack.of(rec, [tr]).phrases(t0_s, t1_s)[0]
 
 
 _STACK_FIELDS = ("distance", "loc_z", "loc_x", "lane_rel")
@@ -215,8 +215,10 @@ class _TrackStack:
             self.ahead = np.where(d > 0, d, np.inf)   # NaN and behind: never the nearest ahead
 
     @classmethod
-    def of(cls, rec: VideoRecords, times: list | None = None) -> "_TrackStack":
-        return cls(rec.tracks, track_times(rec) if times is None else times, [tr.fields for tr in rec.tracks])
+    def of(cls, rec: VideoRecords, tracks: list | None = None) -> "_TrackStack":
+        """The tracks of ``rec`` (or those of ``tracks``, in that order) stacked."""
+        tracks = rec.tracks if tracks is None else tracks
+        return cls(tracks, [rec.t[tr.pos] for tr in tracks], [tr.fields for tr in tracks])
 
     def window(self, t0_s, t1_s) -> tuple["_TrackStack", np.ndarray, np.ndarray]:
         """(stack, a, b): each track's samples in [t0_s, t1_s) as stacked positions [a, b)."""
@@ -250,8 +252,9 @@ class _TrackStack:
         if not (n >= 3).any():
             return out
         c = self.cols
-        use_dist = c["distance"].known(a, b) > 0       # a track reads its distance, else its loc_z
-        dknown = np.where(use_dist, c["distance"].known(a, b), c["loc_z"].known(a, b))
+        dist_known = c["distance"].known(a, b)
+        use_dist = dist_known > 0                      # a track reads its distance, else its loc_z
+        dknown = np.where(use_dist, dist_known, c["loc_z"].known(a, b))
         dmin = np.where(use_dist, _reduce_windows(np.fmin, self.abs_d["distance"], a, b),
                         _reduce_windows(np.fmin, self.abs_d["loc_z"], a, b))
         has_d = dknown > 0
@@ -362,8 +365,7 @@ def video_summary(rec: VideoRecords, max_phrases: int = 12) -> str:
     colors = Counter((tr.attrs.get("color"), tr.cls) for tr in rec.tracks if tr.attrs.get("color"))
     phrases = ego_phrases(rec)
     seen = set(phrases)
-    ordered = sorted(rec.tracks, key=lambda x: x.track_id)
-    stack = _TrackStack(ordered, [rec.t[tr.pos] for tr in ordered], [tr.fields for tr in ordered])
+    stack = _TrackStack.of(rec, sorted(rec.tracks, key=lambda x: x.track_id))
     for p in (p for ph in stack.phrases() for p in ph):
         if p not in seen and len(phrases) < max_phrases:
             seen.add(p)
@@ -418,8 +420,3 @@ def segment_text(rec: VideoRecords, t0_s: float, t1_s: float, stack: "_TrackStac
 def track_stack(rec: VideoRecords) -> _TrackStack:
     """A video's tracks stacked once, shared by the descriptions of its segments."""
     return _TrackStack.of(rec)
-
-
-def track_times(rec: VideoRecords) -> list[np.ndarray]:
-    """Each track's sample times."""
-    return [rec.t[tr.pos] for tr in rec.tracks]

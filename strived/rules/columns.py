@@ -993,17 +993,13 @@ def _range_extreme(vv: np.ndarray, lo: np.ndarray, hi: np.ndarray, fn) -> np.nda
     return _range_extremes(vv, lo, hi, (fn,))[0]
 
 
-def _range_extremes(vv: np.ndarray, lo: np.ndarray, hi: np.ndarray, fns) -> list[np.ndarray]:
-    """For each fn of ``fns`` (np.maximum / np.minimum): fn over vv[lo:hi+1] for every query
-    (lo <= hi). Sparse table: level k holds fn over 2^k consecutive values (built from level
-    k-1, one level in memory at a time, each one shorter by 2^(k-1)); a query of length n reads
-    two entries of level floor(log2 n). The queries are grouped by level once for all fns."""
+def _level_probes(lo: np.ndarray, hi: np.ndarray, top: int | None = None):
+    """Range queries vv[lo:hi+1] grouped by sparse-table level (floor(log2(length)), exact):
+    (top level, per level None or (query indices or None for all, first entry, second entry))."""
     q = lo.shape[0]
-    outs = [np.empty(q, vv.dtype) for _ in fns]
-    if q == 0:
-        return outs
-    level = np.frexp((hi - lo + 1).astype(np.float64))[1] - 1      # floor(log2(length)), exact
-    top = int(level.max())
+    level = np.frexp((hi - lo + 1).astype(np.float64))[1] - 1 if q else np.zeros(0, np.int64)
+    if top is None:
+        top = int(level.max()) if q else 0
     counts = np.bincount(level, minlength=top + 1)
     probes = []
     for k in range(top + 1):
@@ -1014,19 +1010,36 @@ def _range_extremes(vv: np.ndarray, lo: np.ndarray, hi: np.ndarray, fns) -> list
         else:
             sel = np.flatnonzero(level == k)
             probes.append((sel, lo[sel], hi[sel] - (1 << k) + 1))
+    return top, probes
+
+
+def _sparse_levels(vv: np.ndarray, fn, top: int):
+    """(k, level k) for k = 0..top: level k holds fn over 2^k consecutive values, built from
+    level k-1 (one level in memory at a time, each shorter by 2^(k-1))."""
+    cur = vv
+    for k in range(top + 1):
+        yield k, cur
+        if k < top:
+            cur = fn(cur[:-(1 << k)], cur[(1 << k):])
+
+
+def _range_extremes(vv: np.ndarray, lo: np.ndarray, hi: np.ndarray, fns) -> list[np.ndarray]:
+    """For each fn of ``fns`` (np.maximum / np.minimum): fn over vv[lo:hi+1] for every query
+    (lo <= hi). Sparse table (`_sparse_levels`); a query of length n reads two entries of level
+    floor(log2 n). The queries are grouped by level once for all fns."""
+    q = lo.shape[0]
+    outs = [np.empty(q, vv.dtype) for _ in fns]
+    if q == 0:
+        return outs
+    top, probes = _level_probes(lo, hi)
     for fn, out in zip(fns, outs):
-        cur = vv
-        for k in range(top + 1):
+        for k, cur in _sparse_levels(vv, fn, top):
             if probes[k] is not None:
                 sel, a, b = probes[k]
-                r = fn(cur[a], cur[b])
                 if sel is None:
-                    out[:] = r
+                    out[:] = fn(cur[a], cur[b])
                 else:
-                    out[sel] = r
-            if k < top:
-                w = 1 << k
-                cur = fn(cur[:-w], cur[w:])
+                    out[sel] = fn(cur[a], cur[b])
     return outs
 
 
@@ -1079,27 +1092,18 @@ def _regular_window_extremes(vv: np.ndarray, k: int, end: np.ndarray, has: np.nd
     if n == 0:
         return outs
     idx = np.arange(n)
-    top = int(k).bit_length() - 1            # floor(log2 k)
-    w = 1 << top
+    w = 1 << (int(k).bit_length() - 1)        # 2^floor(log2 k)
     m = max(n - k, 0)                         # samples that can have k later samples
     full = (end[:m] == idx[:m] + k)
     cut = np.flatnonzero(has & (np.r_[~full, np.ones(n - m, bool)]))
-    lo, hi = cut + 1, end[cut]
-    level = np.frexp((hi - lo + 1).astype(np.float64))[1] - 1 if cut.size else np.zeros(0, np.int64)
-    probes = []
-    for lev in range(top + 1):
-        sel = np.flatnonzero(level == lev)
-        probes.append((cut[sel], lo[sel], hi[sel] - (1 << lev) + 1) if sel.size else None)
+    top, probes = _level_probes(cut + 1, end[cut], top=w.bit_length() - 1)
     for fn, out in zip(fns, outs):
-        cur = vv
-        for lev in range(top + 1):
+        for lev, cur in _sparse_levels(vv, fn, top):
             if probes[lev] is not None:
-                at, a, b = probes[lev]
-                out[at] = fn(cur[a], cur[b])
+                sel, a, b = probes[lev]
+                out[cut if sel is None else cut[sel]] = fn(cur[a], cur[b])
             if lev == top and m:
                 np.copyto(out[:m], fn(cur[1:m + 1], cur[k - w + 1:m + k - w + 1]), where=full)
-            if lev < top:
-                cur = fn(cur[:-(1 << lev)], cur[(1 << lev):])
     return outs
 
 
