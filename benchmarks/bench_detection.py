@@ -305,7 +305,8 @@ def mot_metrics(hyp: list[list[tuple[int, np.ndarray]]], gt: list[list[dict]], l
 
 # ---------------------------------------------------------------------------------------- ranging
 def ranging(shared: Path, detector, gt: list[list[dict]], camera: dict, old_tracker: bool) -> dict:
-    """perceive_video on the KITTI clip; per output box matched to GT (IoU >= 0.5, GT < 40 m)."""
+    """perceive_video on the KITTI clip; per output box matched to GT (IoU >= 0.5, GT < 40 m), and
+    MOTA / IDF1 of the tracks the pipeline publishes (``pipeline_tracking``: after its quality filter)."""
     from strived.perception import pipeline
     from strived.perception.track import ByteTracker
 
@@ -350,6 +351,14 @@ def ranging(shared: Path, detector, gt: list[list[dict]], camera: dict, old_trac
             rz.append(abs(z - z_gt) / z_gt)
             dx.append(abs(x - x_gt))
             per_cls.setdefault(g[j]["cls"], []).append(abs(z - z_gt) / z_gt)
+    hyp: list[list[tuple[int, np.ndarray]]] = [[] for _ in gt]
+    for tr in rec.tracks:
+        for k, p in enumerate(tr.pos):
+            fi = int(rec.frame_idx[p])
+            if fi < len(gt) and tr.bbox is not None:
+                hyp[fi].append((tr.track_id, np.asarray(tr.bbox[k], float)))
+    mot = mot_metrics(hyp, gt)
+    mot["labelled_only"] = mot_metrics(hyp, gt, labelled_only=True)
     dz, rz, dx = np.array(dz), np.array(rz), np.array(dx)
     q = lambda a, p: float(np.percentile(a, p)) if len(a) else float("nan")  # noqa: E731
     return {"n_matched": int(len(dz)), "n_gt": int(n_gt_near), "coverage": len(dz) / max(1, n_gt_near),
@@ -357,7 +366,7 @@ def ranging(shared: Path, detector, gt: list[list[dict]], camera: dict, old_trac
             "distance_abs_median_m": q(dz, 50), "distance_abs_p90_m": q(dz, 90),
             "distance_rel_median": q(rz, 50), "distance_rel_p90": q(rz, 90), "loc_x_abs_median_m": q(dx, 50),
             "rel_median_by_class": {c: float(np.median(v)) for c, v in sorted(per_cls.items())},
-            "horizon_source": rec.info.attrs["camera"].get("horizon_source")}
+            "horizon_source": rec.info.attrs["camera"].get("horizon_source"), "pipeline_tracking": mot}
 
 
 # -------------------------------------------------------------------------------------------- run
@@ -425,10 +434,13 @@ def run(shared: str | Path | None = None, *, quick: bool = False, detectors: lis
         for cam_name, cam in (("KITTI camera", KITTI_CAMERA), ("estimated camera", {})):
             r = ranging(shared, det, gt, cam, old)
             out["ranging"][f"{name} | {cam_name}"] = r
+            pt, pl = r["pipeline_tracking"], r["pipeline_tracking"]["labelled_only"]
             log(f"ranging {name:6s} {cam_name:16s} n={r['n_matched']:3d}/{r['n_gt']} tracks {r['n_tracks']:2d} "
                 f"|dz| med {r['distance_abs_median_m']:.2f} m P90 {r['distance_abs_p90_m']:.2f} m, rel med "
                 f"{r['distance_rel_median']:.3f} P90 {r['distance_rel_p90']:.3f}, |dx| med {r['loc_x_abs_median_m']:.2f} m "
-                f"(horizon {r['horizon_source']})")
+                f"(horizon {r['horizon_source']}) | published tracks: MOTA {pt['mota']:.3f} IDF1 {pt['idf1']:.3f}, "
+                f"labelled MOTA {pl['mota']:.3f} IDF1 {pl['idf1']:.3f} IDsw {pl['num_switches']:.0f} "
+                f"ids/GT-track {pl['hyp_ids_per_gt']:.2f}")
     out["default_detector"] = DEFAULT_DETECTOR
     return out
 

@@ -494,7 +494,11 @@ class NanoDetDetector:
     DEFAULT_INPUT_WIDTH = 640
     # GFL quality scores of clutter and parked objects run higher than YOLO's: stricter first association
     # and track start (tried 0.35/0.4 and 0.45/0.5 on KITTI 0000: the latter cut false tracks by ~40 %)
-    tracker_params: dict = {"high_thresh": 0.45, "new_track_thresh": 0.5}
+    # Two-wheelers score lower than cars on this model (scooters in dense traffic: 0.25-0.47 where
+    # cars of the same size give 0.5-0.7), so they associate and start tracks at lower scores
+    tracker_params: dict = {"high_thresh": 0.45, "new_track_thresh": 0.5,
+                            "class_thresh": {CLASSES.index("motorcycle"): (0.3, 0.35),
+                                             CLASSES.index("bicycle"): (0.3, 0.35)}}
 
     def __init__(self, *, device: str = "cpu", input_width: int = DEFAULT_INPUT_WIDTH, square: bool = False,
                  score_threshold: float = 0.1, model_path: str | os.PathLike | None = None,

@@ -25,7 +25,7 @@ from .lanes import LaneObservation, detect_lanes, lane_rel_from_lines
 from .track import ByteTracker
 from .video import iter_frames, probe_video
 
-PERCEPTION_VERSION = 2
+PERCEPTION_VERSION = 3
 
 
 @dataclass

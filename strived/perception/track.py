@@ -134,8 +134,11 @@ class ByteTracker:
     def __init__(self, *, high_thresh: float = 0.35, low_thresh: float = 0.1, new_track_thresh: float = 0.4,
                  match_thresh: float = 0.8, second_match_thresh: float = 0.5,
                  unconfirmed_match_thresh: float = 0.7, lost_buffer_frames: int = 15,
-                 reassoc_radius: float | None = 0.5, reassoc_growth: float = 0.1, reassoc_max_ratio: float = 1.5):
+                 reassoc_radius: float | None = 0.5, reassoc_growth: float = 0.1, reassoc_max_ratio: float = 1.5,
+                 class_thresh: dict[int, tuple[float, float]] | None = None):
         self.high_thresh, self.low_thresh, self.new_track_thresh = high_thresh, low_thresh, new_track_thresh
+        # {class index: (high_thresh, new_track_thresh)} for classes a detector scores lower than the rest
+        self.class_thresh = {int(k): (float(v[0]), float(v[1])) for k, v in (class_thresh or {}).items()}
         self.match_thresh, self.second_match_thresh = match_thresh, second_match_thresh
         self.unconfirmed_match_thresh = unconfirmed_match_thresh
         self.lost_buffer_frames = lost_buffer_frames
@@ -171,8 +174,9 @@ class ByteTracker:
         self.frame_id += 1
         dets = np.asarray(dets, dtype=np.float64).reshape(-1, 6)
         scores = dets[:, 4]
-        idx_high = np.nonzero(scores >= self.high_thresh)[0]
-        idx_low = np.nonzero((scores >= self.low_thresh) & (scores < self.high_thresh))[0]
+        high, new = self._thresholds(dets[:, 5])
+        idx_high = np.nonzero(scores >= high)[0]
+        idx_low = np.nonzero((scores >= self.low_thresh) & (scores < high))[0]
         if warp is not None:
             warp = np.asarray(warp, dtype=np.float64).reshape(2, 3)
             if not np.isfinite(warp).all():
@@ -233,7 +237,7 @@ class ByteTracker:
 
         # 4) new tracks from confident leftovers
         for di in rem_high:
-            if scores[di] < self.new_track_thresh:
+            if scores[di] < new[di]:
                 continue
             mean, cov = self.kf.initiate(xyxy_to_xyah(dets[di, :4]))
             t = Track(self._next_id, mean, cov, float(scores[di]), self.frame_id, self.frame_id,
@@ -251,6 +255,15 @@ class ByteTracker:
                 t.state = REMOVED
         self.tracks = [t for t in self.tracks if t.state != REMOVED]
         return out
+
+    def _thresholds(self, classes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per detection: the score that makes it a high detection, and the one that starts a track."""
+        high = np.full(len(classes), self.high_thresh)
+        new = np.full(len(classes), self.new_track_thresh)
+        for c, (h, n) in self.class_thresh.items():
+            m = classes == c
+            high[m], new[m] = h, n
+        return high, new
 
     def _reassoc_cost(self, tracks: list[Track], boxes: np.ndarray) -> np.ndarray:
         """Centre distance between each track's predicted box and each box, in units of the larger box

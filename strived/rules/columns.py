@@ -1198,13 +1198,3 @@ def _integrate(s: Series, yaw_rate: np.ndarray) -> np.ndarray:
         carry = float(cum[-1])                # + the 0 step into the next series
         i = j
     return out
-    st = s.sample_track()
-    dt = np.diff(s.t)
-    inc = 0.5 * (y[1:] + y[:-1]) * dt
-    inc[st[1:] != st[:-1]] = 0.0
-    cum = np.r_[0.0, np.cumsum(inc)]
-    # restart at each series start
-    base = cum[s.start[s.length > 0]]
-    offs = np.repeat(base, s.length[s.length > 0])
-    out = cum - offs
-    return out.astype(np.float32)

@@ -14,14 +14,19 @@ import time
 class SlowDetector:
     """The perception tests' colour detector, slowed so that a kill lands mid-run."""
 
-    def __init__(self, delay_s: float):
+    def __init__(self, delay_s: float, hold_after: int = 0):
         from tests.perception.conftest import FakeDetector
 
         self._d = FakeDetector()
         self.name, self.device, self.config = "fake", "cpu", {"detector": "fake"}
         self.delay_s = delay_s
+        self.hold_after, self.calls = hold_after, 0
 
     def detect(self, frames):
+        self.calls += 1
+        if self.hold_after and self.calls > self.hold_after:
+            while True:          # hold here (mid-run, deterministically) until a signal stops the process
+                time.sleep(0.05)
         time.sleep(self.delay_s)
         return self._d.detect(frames)
 
@@ -41,7 +46,8 @@ def main(argv: list[str]) -> int:
         import strived.perception.detect as det
 
         delay = float(os.environ.get("STRIVED_TEST_DETECT_DELAY", "0.05"))
-        det.make_detector = lambda *a, **k: SlowDetector(delay)
+        hold = int(os.environ.get("STRIVED_TEST_DETECT_HOLD_AFTER", "0"))
+        det.make_detector = lambda *a, **k: SlowDetector(delay, hold)
         from strived.cli import main as cli_main
 
         return cli_main(argv[1:])

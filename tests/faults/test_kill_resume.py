@@ -22,8 +22,9 @@ from tests.perception.conftest import write_video
 from .conftest import REPO
 
 
-def _worker(*args, delay=0.05):
-    env = dict(os.environ, PYTHONPATH=str(REPO), STRIVED_TEST_DETECT_DELAY=str(delay))
+def _worker(*args, delay=0.05, hold_after=0):
+    env = dict(os.environ, PYTHONPATH=str(REPO), STRIVED_TEST_DETECT_DELAY=str(delay),
+               STRIVED_TEST_DETECT_HOLD_AFTER=str(hold_after))
     return subprocess.Popen([sys.executable, "-m", "tests.faults._worker", *args], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -97,13 +98,17 @@ def test_kill_9_during_indexing_then_resume_equals_an_uninterrupted_run(footage,
 
 def test_ctrl_c_stops_cleanly_and_resumes(footage, tmp_path):
     lib_dir = tmp_path / "lib"
-    p = _worker("cli", "index", str(footage), "--library", str(lib_dir), "--quiet", delay=0.08)
+    # the detector holds on its 10th call (the second clip: 6 calls a clip), so the Ctrl-C lands
+    # mid-run however slow or loaded the machine is
+    p = _worker("cli", "index", str(footage), "--library", str(lib_dir), "--quiet", delay=0.02, hold_after=9)
     t0 = time.monotonic()
     while _done(lib_dir) < 1 and p.poll() is None and time.monotonic() - t0 < 120:
         time.sleep(0.05)
+    assert p.poll() is None, p.communicate()[1]
+    time.sleep(0.3)                        # into the held call
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=60)
-    assert p.returncode == 130 and "interrupted" in err and "Traceback" not in err
+    assert p.returncode == 130 and "interrupted" in err and "Traceback" not in err, err
     rc, out, err = _index_cli(footage, lib_dir)
     assert rc == 0 and "unchanged" in out
     got, states = _snapshot(lib_dir)

@@ -64,6 +64,18 @@ def test_low_score_detection_continues_track_but_does_not_start_one():
     assert ids[10] == {}
 
 
+def test_class_thresholds_let_a_weakly_scored_class_start_tracks():
+    # a motorcycle (class 4) scored 0.38 on every frame: below the default start score (0.5),
+    # above its class's own (0.35); a car at the same score still starts nothing
+    frames = [[_det(100 + 5 * k, 100, score=0.38, cls=4), _det(400, 300, score=0.38, cls=0)] for k in range(6)]
+    kw = dict(high_thresh=0.45, new_track_thresh=0.5)
+    tr, ids = _run(frames, **kw)
+    assert all(d == {} for d in ids)
+    tr, ids = _run(frames, class_thresh={4: (0.3, 0.35)}, **kw)
+    assert [set(d) for d in ids] == [{0}] * 6           # only the motorcycle, one id throughout
+    assert len({d[0] for d in ids}) == 1 and tr.confirmed_ids == {ids[0][0]}
+
+
 def test_class_vote_is_score_weighted():
     frames = [[_det(100, 100, score=0.9, cls=0)], [_det(101, 100, score=0.5, cls=1)],
               [_det(102, 100, score=0.9, cls=0)]]
@@ -129,3 +141,4 @@ def test_warp_state_maps_centre_velocity_and_scale():
     np.testing.assert_allclose(m2[4:6], [6.0, -2.0])
     np.testing.assert_allclose(xyah_to_xyxy(m2), np.array([150, 55, 270, 135], float))
     assert c2[0, 0] == pytest.approx(4 * cov[0, 0]) and np.all(np.linalg.eigvalsh(c2) > 0)
+
