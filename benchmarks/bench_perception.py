@@ -32,7 +32,7 @@ def peak_rss_mb() -> float:
 
 
 def bench_clips(videos: Path, names: list[str], fps: float, overlays: Path | None, fig: dict,
-                device: str = "auto", batch: int | None = None) -> dict:
+                device: str = "auto", batch: int | None = None, overlap: bool | None = None) -> dict:
     from strived.perception.detect import make_detector
     from strived.perception.overlay import save_overlays
     from strived.perception.pipeline import PerceptionConfig, perceive_video
@@ -45,6 +45,7 @@ def bench_clips(videos: Path, names: list[str], fps: float, overlays: Path | Non
         cfg.batch_size = int(batch)
     fig["detector"] = dict(det.config)
     fig["batch_size"] = cfg.batch_size
+    fig["overlap"] = overlap
     print(f"detector: {det.config}")
     tot = {s: 0.0 for s in STAGES}
     tot_n, tot_wall, tot_video = 0, 0.0, 0.0
@@ -56,7 +57,7 @@ def bench_clips(videos: Path, names: list[str], fps: float, overlays: Path | Non
             fig.setdefault("skipped_clips", []).append(name)
             continue
         t0 = time.perf_counter()
-        res = perceive_video(path, video_id=name, config=cfg, detector=det)
+        res = perceive_video(path, video_id=name, config=cfg, detector=det, overlap=overlap)
         wall = time.perf_counter() - t0
         video_s = res.duration_s + 1.0 / fps
         n = res.n_sampled
@@ -173,6 +174,8 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
                     help="where the detector runs (auto: a CUDA GPU when there is one)")
     ap.add_argument("--batch", type=int, default=None, help="frames per detector call (default: the pipeline's)")
+    ap.add_argument("--overlap", default="auto", choices=("auto", "on", "off"),
+                    help="detector one batch ahead in a second thread (auto: when it runs on CUDA)")
     a = ap.parse_args(argv)
     bench = Path(a.bench)
     if not bench.exists():
@@ -180,7 +183,8 @@ def main(argv=None) -> int:
         return 2
     names = sorted(p.stem for p in (bench / "videos").glob("*.mp4")) if a.all else DEFAULT_CLIPS[: a.clips]
     fig: dict = {"fps": a.fps}
-    recs = bench_clips(bench / "videos", names, a.fps, Path(a.overlays) if a.overlays else None, fig, a.device, a.batch)
+    recs = bench_clips(bench / "videos", names, a.fps, Path(a.overlays) if a.overlays else None, fig, a.device, a.batch,
+                       overlap={"auto": None, "on": True, "off": False}[a.overlap])
     if "kr_blackbox_test_video" in recs:
         cut_in_check(recs["kr_blackbox_test_video"])
     fig["kitti_ranging"] = kitti_ranging(bench / "records")

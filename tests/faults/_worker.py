@@ -40,6 +40,11 @@ def _patch_embedder():
 
 
 def main(argv: list[str]) -> int:
+    import signal
+
+    # a process started in the background by a non-interactive shell inherits SIGINT ignored, and
+    # Python then installs no KeyboardInterrupt handler: put back what a terminal's Ctrl-C meets
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     mode = argv[0]
     _patch_embedder()
     if mode == "cli":

@@ -42,6 +42,38 @@ def _folder(tmp_path, make_video):
     return src
 
 
+def _fingerprint(rec):
+    return (rec.t.tobytes(), rec.frame_idx.tobytes(),
+            tuple((t.track_id, t.cls, t.pos.tobytes(), t.bbox.tobytes(), *(t.fields[f].tobytes() for f in sorted(t.fields)))
+                  for t in rec.tracks),
+            tuple(np.asarray(rec.ego[f]).tobytes() for f in sorted(rec.ego)))
+
+
+def test_detector_thread_changes_nothing_and_passes_errors_on(tmp_path, fake_detector):
+    """Detection one batch ahead in a second thread gives the same records as the stages one after
+    the other; a detector that fails there fails the video with its own error, and no thread is left."""
+    import threading
+
+    from tests.perception.conftest import write_video
+
+    clip = write_video(tmp_path / "c.mp4", n_frames=37, box_speed_px=3.0)   # 10 batches, the last one short
+    a = perceive_video(clip, video_id="c", detector=fake_detector, overlap=True).records
+    b = perceive_video(clip, video_id="c", detector=fake_detector, overlap=False).records
+    assert len(a.t) == 37 and len(a.tracks) == 1 and _fingerprint(a) == _fingerprint(b)
+
+    class Breaks:
+        name, device, config, calls = "fake", "cpu", {"detector": "fake"}, 0
+
+        def detect(self, frames):
+            self.calls += 1
+            if self.calls == 3:
+                raise RuntimeError("detector broke on batch 3")
+            return fake_detector.detect(frames)
+
+    with pytest.raises(RuntimeError, match="batch 3"):
+        perceive_video(clip, video_id="c", detector=Breaks(), overlap=True)
+    assert not [t for t in threading.enumerate() if t.name.startswith("strived-detect")]
+
 def test_index_incremental_failures_and_thumbnails(tmp_path, make_video, fake_detector, lib):
     src = _folder(tmp_path, make_video)
     events = []
