@@ -74,6 +74,7 @@ def test_detector_thread_changes_nothing_and_passes_errors_on(tmp_path, fake_det
         perceive_video(clip, video_id="c", detector=Breaks(), overlap=True)
     assert not [t for t in threading.enumerate() if t.name.startswith("strived-detect")]
 
+
 def test_index_incremental_failures_and_thumbnails(tmp_path, make_video, fake_detector, lib):
     src = _folder(tmp_path, make_video)
     events = []

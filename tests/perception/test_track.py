@@ -141,4 +141,3 @@ def test_warp_state_maps_centre_velocity_and_scale():
     np.testing.assert_allclose(m2[4:6], [6.0, -2.0])
     np.testing.assert_allclose(xyah_to_xyxy(m2), np.array([150, 55, 270, 135], float))
     assert c2[0, 0] == pytest.approx(4 * cov[0, 0]) and np.all(np.linalg.eigvalsh(c2) > 0)
-
