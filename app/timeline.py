@@ -35,7 +35,7 @@ from .player import TRACK_COLORS, track_color
 MAX_TRACKS = 8          # tracks drawn as their own curves (with the ego and the selected one)
 PICK_PX = 6.0           # a click within this many pixels of a curve picks its track
 UNITS = {"distance": "m", "loc_x": "m", "loc_z": "m", "lane_rel": "lanes", "bbox_area": "px²",
-         "abs_loc_x": "m", "speed": "m/s", "yaw_rate": "rad/s", "accel": "m/s²", "heading": "rad"}
+         "abs_loc_x": "m", "loc_x_road": "m", "abs_loc_x_road": "m", "speed": "m/s", "yaw_rate": "rad/s", "accel": "m/s²", "heading": "rad"}
 
 
 def _track_key(track) -> int:

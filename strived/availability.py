@@ -34,7 +34,10 @@ AVAIL_FIELDS = EGO_AVAIL_FIELDS + OBJECT_AVAIL_FIELDS
 STATUSES = ("estimated", "partial", "unavailable", "no_objects")
 
 # derived rule fields read the availability of what they are computed from
-DERIVED_FROM = {"heading": "yaw_rate", "abs_loc_x": "loc_x", "loc_z": "distance"}
+# (loc_x_road: loc_x with the ego's rotation taken out where the yaw rate is known; it has a value
+# wherever loc_x has one, so it reads loc_x's availability)
+DERIVED_FROM = {"heading": "yaw_rate", "abs_loc_x": "loc_x", "loc_z": "distance", "loc_x_road": "loc_x",
+                "abs_loc_x_road": "loc_x"}
 
 
 def _status(coverage: float) -> str:
@@ -106,6 +109,7 @@ def field_available(avail: dict | None, field: str) -> bool | None:
 FIELD_WORDS = {"speed": "ego speed", "accel": "ego acceleration", "yaw_rate": "ego yaw rate",
                "heading": "ego heading", "jolt": "camera jolt", "distance": "distance",
                "loc_x": "lateral offset", "abs_loc_x": "lateral offset", "loc_z": "depth",
+               "loc_x_road": "lateral offset", "abs_loc_x_road": "lateral offset",
                "lane_rel": "lane"}
 
 

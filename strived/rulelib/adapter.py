@@ -44,17 +44,21 @@ def _fragments(rule: dict) -> list[dict]:
     return [rule]
 
 
+#: fields whose sign says left or right (mirrored with the rule)
+SIGNED_FIELDS = ("loc_x", "loc_x_road", "lane_rel", "heading", "yaw_rate")
+
+
 def _flip_side(rule: dict) -> None:
     """Mirror a rule left <-> right: signed loc_x / lane_rel / heading / yaw_rate terms (in every
     step and negation of a sequence)."""
     for frag in _fragments(rule):
         for s in frag.get("soft_scores", []):
-            if s["field"] in ("loc_x", "lane_rel", "heading", "yaw_rate") and s.get("direction") in (
+            if s["field"] in SIGNED_FIELDS and s.get("direction") in (
                     "positive", "negative", "increasing", "decreasing"):
                 s["direction"] = {"positive": "negative", "negative": "positive",
                                   "increasing": "decreasing", "decreasing": "increasing"}[s["direction"]]
         for g in frag.get("hard_gates", []):
-            if g["field"] in ("loc_x", "lane_rel", "heading", "yaw_rate"):
+            if g["field"] in SIGNED_FIELDS:
                 g["value"] = -float(g["value"])
                 g["op"] = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}[g["op"]]
 
@@ -63,12 +67,12 @@ def _side_of(rule: dict) -> str | None:
     """The side a rule encodes, if any (from its signed lateral / heading terms)."""
     for frag in _fragments(rule):
         for g in frag.get("hard_gates", []):
-            if g["field"] == "loc_x":
+            if g["field"] in ("loc_x", "loc_x_road"):
                 return "left" if g["op"] in ("lt", "le") and g["value"] < 0 else "right"
         for s in frag.get("soft_scores", []):
             if s["field"] == "heading" and s.get("direction") in ("positive", "negative"):
                 return "left" if s["direction"] == "positive" else "right"
-            if s["field"] == "loc_x" and s.get("direction") in ("positive", "negative"):
+            if s["field"] in ("loc_x", "loc_x_road") and s.get("direction") in ("positive", "negative"):
                 # an object moving towards +x came from the left
                 return "left" if s["direction"] == "positive" else "right"
     return None

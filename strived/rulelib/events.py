@@ -547,6 +547,17 @@ VIDEO_JOLT: dict[str, dict] = {
 }
 
 
+# While the ego turns, every object at depth z sweeps sideways at z·yaw_rate in the camera's frame:
+# at 20 m and a gentle 0.2 rad/s that is 4 m/s, faster than any cut-in, so turning clips read as
+# "lateral motion" on every track. On video the object forms' lateral *motion* terms therefore read
+# the offset with the ego's rotation taken out (rules.columns: loc_x_road); their gates keep loc_x
+# (where the vehicle is now, in the ego's frame: "in our lane ahead"). Collision events (VIDEO_JOLT) keep
+# loc_x: at contact the camera's own rotation is part of what a crash looks like (the jolt), and the yaw
+# rate measured through an impact is not the ego turning (measured: with the road offset the fitted
+# collision rule traded its jolt for any sideways motion, and the full system lost 5 mAP on bench-dev).
+VIDEO_ROAD_FIELDS = {"loc_x": "loc_x_road", "abs_loc_x": "abs_loc_x_road"}
+
+
 def video_form(key: str) -> dict:
     """The event's rule form for the ``video`` calibration profile (starting numbers)."""
     import copy
@@ -563,6 +574,9 @@ def video_form(key: str) -> dict:
             or any(g.get("min_time_fraction") is not None for g in form["hard_gates"]):
         return form
     desc = form["description"]
+    if key not in VIDEO_JOLT:
+        form = {**form, "soft_scores": [{**c, "field": VIDEO_ROAD_FIELDS.get(c["field"], c["field"])}
+                                        for c in form["soft_scores"]]}
     if key in VIDEO_JOLT:
         form = {**form, "soft_scores": list(form["soft_scores"]) + [dict(VIDEO_JOLT[key])]}
     if VIDEO_GATES_AT.get(key, "end") == "end":

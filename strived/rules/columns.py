@@ -29,6 +29,9 @@ TREND_MAX_GAP_S = 1.0
 _US = 1_000_000  # time quantum for exact window search: microseconds
 #: Ego fields a rule can read (raw ego series plus the derived heading).
 _EGO_RULE_FIELDS = ("speed", "yaw_rate", "accel", "heading", "jolt")
+#: Derived object fields: the lateral offset with the ego's own rotation taken out (`_road_lateral`),
+#: signed and absolute.
+ROAD_FIELDS = ("loc_x_road", "abs_loc_x_road")
 
 
 @dataclass
@@ -382,7 +385,8 @@ class TrackColumns:
 
     # ------------------------------------------------------------------ fields
     def series_for(self, field_name: str) -> tuple[Series, np.ndarray]:
-        """(series, values) for a rule field, with derived fields (abs_loc_x, heading) computed."""
+        """(series, values) for a rule field, with derived fields (abs_loc_x, heading, loc_x_road,
+        abs_loc_x_road) computed."""
         if field_name in _EGO_RULE_FIELDS:
             s = self.ego
             if field_name == "heading" and "heading" not in s.values:
@@ -391,6 +395,11 @@ class TrackColumns:
         s = self.tracks
         if field_name == "abs_loc_x" and "abs_loc_x" not in s.values:
             s.values["abs_loc_x"] = np.abs(s.values["loc_x"])
+        if field_name in ROAD_FIELDS and field_name not in s.values:
+            road = s.values.get("loc_x_road")
+            if road is None:
+                road = _RoadColumn(self).read(0, int(s.t.shape[0]))
+            s.values[field_name] = road if field_name == "loc_x_road" else np.abs(road)
         return s, s.values[field_name]
 
     def _source(self, field_name: str):
@@ -401,6 +410,9 @@ class TrackColumns:
             s = self.tracks
             base = s.files.get("loc_x")
             return s, _AbsColumn(base if base is not None else s.values["loc_x"])
+        if field_name in ROAD_FIELDS and field_name not in self.tracks.values:
+            road = _RoadColumn(self)
+            return self.tracks, (road if field_name == "loc_x_road" else _AbsColumn(road))
         s, v = self.series_for(field_name)
         f = s.files.get(field_name)
         return s, (f if f is not None else v)
@@ -751,9 +763,95 @@ class _AbsColumn:
         return np.abs(_read(self.base, a, b))
 
 
+class _RoadColumn:
+    """``loc_x_road`` of the track samples, taken range by range (ranges of whole tracks, as
+    `_subset` reads them): see `_road_lateral`."""
+
+    def __init__(self, cols: "TrackColumns"):
+        self.cols = cols
+
+    def read(self, a: int, b: int) -> np.ndarray:
+        cols = self.cols
+        s, e = cols.tracks, cols.ego
+        if b <= a:
+            return np.zeros(0, np.float32)
+
+        def col(name):
+            f = s.files.get(name)
+            return np.asarray(_read(f if f is not None else s.values[name], a, b))
+        tf = s.files.get("t")
+        t = np.asarray(_read(tf if tf is not None else s.t, a, b), np.float64)
+        # the track of each sample: the last track starting at or before it (an empty track
+        # shares its start with the next one, which owns the sample)
+        track = np.searchsorted(s.start, np.arange(a, b), side="right") - 1
+        heading = cols.series_for("heading")[1]
+        frames = _match_frames(e, s.owner[track].astype(np.int64), t)
+        return _road_lateral(track, col("loc_x"), col("loc_z"), col("distance"),
+                             np.asarray(heading[frames], np.float64))
+
+
+def _match_frames(e: Series, vids: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """The ego-series sample of each (video, time) pair: track samples are a subset of their
+    video's frames, matched by time (to the microsecond). Reads the ego times of these videos only."""
+    if t.shape[0] == 0:
+        return np.zeros(0, np.int64)
+    u, inv = np.unique(vids, return_inverse=True)
+    lens = e.length[u].astype(np.int64)
+    first = np.cumsum(lens) - lens
+    eidx = np.repeat(e.start[u].astype(np.int64), lens) + (np.arange(int(lens.sum())) - np.repeat(first, lens))
+    if eidx.size == 0:
+        return np.zeros(t.shape[0], np.int64)
+    e_us = np.round(np.asarray(e.t[eidx], np.float64) * _US).astype(np.int64)
+    t_us = np.round(t * _US).astype(np.int64)
+    lo = min(int(e_us.min()), int(t_us.min()))
+    span = max(int(e_us.max()), int(t_us.max())) - lo + 1
+    e_key = np.repeat(np.arange(len(u), dtype=np.int64), lens) * span + (e_us - lo)
+    t_key = inv.astype(np.int64) * span + (t_us - lo)
+    order = np.argsort(e_key, kind="stable")
+    pos = np.minimum(np.searchsorted(e_key[order], t_key, side="left"), len(order) - 1)
+    return eidx[order[pos]]
+
+
+def _road_lateral(track: np.ndarray, loc_x: np.ndarray, loc_z: np.ndarray, distance: np.ndarray,
+                  heading: np.ndarray) -> np.ndarray:
+    """Lateral offset relative to the road (float32 per sample): ``loc_x`` with the sideways sweep
+    the ego's own rotation gives every object taken out. When the ego turns left by dθ, an object
+    at depth z moves z·dθ to the right in the camera's frame (``loc_x`` + = right, heading + =
+    left), so ``loc_x_road(t) = loc_x(t) + Σ z̄·Δheading`` over the track's later samples: the offset
+    as seen from where the ego points at the track's last sample (equal to ``loc_x`` there).
+
+    ``track``: the track of each sample (samples of a track contiguous, in time order);
+    ``heading``: the ego heading (rad, `_integrate`) at each sample's frame; z̄: the mean depth of
+    the two samples (``loc_z``, else ``distance``; one side when the other is unknown; no depth,
+    no correction). Where the ego's yaw rate was not estimated the heading holds, so nothing is
+    taken out there. NaN ``loc_x`` stays NaN."""
+    z = np.where(np.isfinite(loc_z), loc_z, distance).astype(np.float64)
+    n = z.shape[0]
+    if n == 0:
+        return np.zeros(0, np.float32)
+    z0, z1 = z[:-1], z[1:]
+    with np.errstate(invalid="ignore"):
+        zbar = np.where(np.isnan(z0), z1, np.where(np.isnan(z1), z0, 0.5 * (z0 + z1)))
+    step = np.zeros(n)                    # step[i]: the correction from sample i to i + 1 (same track)
+    same = track[1:] == track[:-1]
+    step[:-1] = np.where(same, np.nan_to_num(zbar, nan=0.0) * np.diff(heading), 0.0)
+    # each sample's sum over its track's later steps, added from the track's end backwards: the same
+    # additions in the same order whatever range of tracks is read (chunking changes no value)
+    last = np.flatnonzero(np.r_[~same, True])                       # each track's last sample
+    rem = np.repeat(last, np.diff(np.r_[-1, last])) - np.arange(n)  # samples after this one
+    later = np.zeros(n)
+    by_rem = np.argsort(rem, kind="stable")
+    bounds = np.r_[0, np.cumsum(np.bincount(rem))]
+    for r in range(1, len(bounds) - 1):
+        i = by_rem[bounds[r]:bounds[r + 1]]
+        later[i] = later[i + 1] + step[i]
+    return (loc_x.astype(np.float64) + later).astype(np.float32)
+
+
 def _read(col, a: int, b: int) -> np.ndarray:
-    """Samples [a, b) of a column: a range reader (`_FileColumn`, `_AbsColumn`) or an array."""
-    if isinstance(col, (_FileColumn, _AbsColumn)):
+    """Samples [a, b) of a column: a range reader (`_FileColumn`, `_AbsColumn`, `_RoadColumn`) or
+    an array."""
+    if isinstance(col, (_FileColumn, _AbsColumn, _RoadColumn)):
         return col.read(a, b)
     return col[a:b]
 

@@ -18,12 +18,13 @@ from typing import Any
 
 from ..errors import RuleError
 
-OBJECT_FIELDS = ("distance", "loc_x", "loc_z", "lane_rel", "bbox_area", "score", "abs_loc_x")
+OBJECT_FIELDS = ("distance", "loc_x", "loc_z", "lane_rel", "bbox_area", "score", "abs_loc_x", "loc_x_road",
+                 "abs_loc_x_road")
 EGO_FIELDS = ("speed", "yaw_rate", "accel", "heading", "jolt")
 ALL_FIELDS = OBJECT_FIELDS + EGO_FIELDS
 FIELD_UNITS = {"distance": "m", "loc_x": "m", "loc_z": "m", "lane_rel": "lanes", "bbox_area": "px²",
                "score": "", "abs_loc_x": "m", "speed": "m/s", "yaw_rate": "rad/s", "accel": "m/s²",
-               "heading": "rad", "jolt": "rad/s"}
+               "heading": "rad", "jolt": "rad/s", "loc_x_road": "m", "abs_loc_x_road": "m"}
 OPS = {"lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
 OP_SYMBOL = {"lt": "<", "le": "≤", "gt": ">", "ge": "≥"}
 

@@ -30,7 +30,37 @@ def ego_series(rec: VideoRecords, field_name: str) -> list[float]:
 def track_series(rec: VideoRecords, tr, field_name: str) -> list[float]:
     if field_name == "abs_loc_x":
         return [abs(float(x)) for x in tr.fields["loc_x"]]
+    if field_name in ("loc_x_road", "abs_loc_x_road"):
+        road = road_lateral(rec, tr)
+        return road if field_name == "loc_x_road" else [abs(x) for x in road]
     return [float(x) for x in tr.fields[field_name]]
+
+
+def road_lateral(rec: VideoRecords, tr) -> list[float]:
+    """loc_x of a track as seen from the ego's heading at the track's last sample: each later step
+    adds (mean depth of its two samples) x (the ego's heading change over it). Depth is loc_z, else
+    distance; a step with no depth at either end adds nothing."""
+    heading = [float(np.float32(h)) for h in ego_series(rec, "heading")]
+    xs = [float(x) for x in tr.fields["loc_x"]]
+    zs = [float(z) if not math.isnan(float(z)) else float(d)
+          for z, d in zip(tr.fields["loc_z"], tr.fields["distance"])]
+    frames = [int(p) for p in tr.pos]
+    out = [0.0] * len(xs)
+    later = 0.0
+    for k in range(len(xs) - 1, -1, -1):
+        out[k] = xs[k] + later
+        if k > 0:
+            z0, z1 = zs[k - 1], zs[k]
+            if math.isnan(z0) and math.isnan(z1):
+                zbar = 0.0
+            elif math.isnan(z0):
+                zbar = z1
+            elif math.isnan(z1):
+                zbar = z0
+            else:
+                zbar = 0.5 * (z0 + z1)
+            later += zbar * (heading[frames[k]] - heading[frames[k - 1]])
+    return out
 
 
 def valid_points(times, values) -> list[tuple[float, float]]:

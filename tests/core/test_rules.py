@@ -34,6 +34,14 @@ RULES = [
      "soft_scores": [{"type": "temporal_change", "field": "loc_x", "window_seconds": 3, "magnitude": 3,
                       "min_fraction": 0.5}]},
     {"entity": {"class_filter": ["truck"]}, "hard_gates": [{"field": "lane_rel", "op": ">=", "value": 1}], "soft_scores": []},
+    # the lateral offset with the ego's rotation taken out (derived from loc_x, depth and heading)
+    {"entity": {"class_filter": ["car", "truck"]}, "hard_gates": [{"field": "abs_loc_x", "op": "lt", "value": 3}],
+     "soft_scores": [{"type": "temporal_change", "field": "abs_loc_x_road", "window_seconds": 2, "magnitude": 2,
+                      "direction": "negative"},
+                     {"type": "temporal_change", "field": "loc_x_road", "window_seconds": 3, "magnitude": 3,
+                      "direction": "positive", "weight": 0.5},
+                     {"type": "monotonic_trend", "field": "loc_x_road", "direction": "increasing",
+                      "min_duration_seconds": 0.5, "weight": 0.5}]},
 ]
 
 

@@ -172,7 +172,8 @@ def _random_fragment(rng: random.Random, role: str) -> dict:
     softs = []
     for _ in range(rng.choice([0, 1, 1, 2])):
         if rng.random() < 0.7:
-            softs.append({"type": "temporal_change", "field": rng.choice(["distance", "loc_x", "abs_loc_x", "speed"]),
+            softs.append({"type": "temporal_change", "field": rng.choice(["distance", "loc_x", "abs_loc_x", "speed",
+                                                                          "loc_x_road", "abs_loc_x_road"]),
                           "window_seconds": rng.choice([0.2, 0.35, 1.0]), "magnitude": rng.uniform(0.2, 3),
                           "direction": rng.choice([None, "positive", "negative"]),
                           "weight": rng.choice([0.5, 1.0])})

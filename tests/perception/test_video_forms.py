@@ -123,6 +123,36 @@ def test_video_profile_uses_video_forms():
     assert "sequence" in shipped.entries["cut_in_right"].start_rule
 
 
+def test_video_forms_read_lateral_motion_relative_to_the_road_and_gate_in_the_camera_frame():
+    for key in ("cut_in", "cut_in_left", "cut_out", "crossing_vehicle"):
+        steps = video_form(key)["sequence"]
+        softs = [c["field"] for st in steps for c in st["soft_scores"]]
+        gates = [g["field"] for st in steps for g in st["hard_gates"]]
+        assert softs and not {"loc_x", "abs_loc_x"} & set(softs), key
+        assert {"loc_x_road", "abs_loc_x_road"} & set(softs), key
+        assert not {"loc_x_road", "abs_loc_x_road"} & set(gates), key   # "in our lane" is where it is now
+    # a collision's sideways motion stays in the camera's frame (the jolt of an impact is part of it)
+    assert "loc_x" in [c["field"] for st in video_form("collision")["sequence"] for c in st["soft_scores"]]
+    # the tracks profile (imported tracks) keeps loc_x
+    assert "loc_x" in [c["field"] for c in starting_rule("cut_in_left")["soft_scores"]]
+
+
+def test_a_left_side_video_rule_is_mirrored_for_the_right_side():
+    from strived.rulelib.resolve import resolve_rule
+
+    lib = L.load_default_library(profile="video")
+    left = resolve_rule("a car cuts in from the left", library=lib).rule.to_dict()
+    right = resolve_rule("a car cuts in from the right", library=lib).rule.to_dict()
+
+    def road_dirs(d):
+        return [c.get("direction") for st in d["sequence"] for c in st["soft_scores"] if c["field"] == "loc_x_road"]
+    assert road_dirs(left) == ["positive"] and road_dirs(right) == ["negative"]
+    from strived.rulelib.adapter import _flip_side, _side_of
+    assert _side_of(left) == "left"
+    _flip_side(left)
+    assert road_dirs(left) == ["negative"] and _side_of(left) == "right"
+
+
 def test_adapter_keeps_close_on_the_gates_step_of_a_video_form():
     from strived.rulelib.resolve import resolve_rule
 
