@@ -5,8 +5,8 @@ import pytest
 
 from strived.records import VideoInfo, VideoRecords
 from strived.rulelib import library as L
-from strived.rulelib.events import (EVENT_KEYS, VIDEO_JOLT, VIDEO_SPEED_FLOOR_MPS, VIDEO_STAY_S, starting_rule,
-                                    video_form)
+from strived.rulelib.events import (EVENT_KEYS, VIDEO_JOLT, VIDEO_JOLT_GAP_S, VIDEO_SPEED_FLOOR_MPS, VIDEO_STAY_S,
+                                    starting_rule, video_form)
 from strived.rules.model import parse_rule
 from strived.rules.scorer import RuleScorer
 
@@ -151,6 +151,30 @@ def test_a_left_side_video_rule_is_mirrored_for_the_right_side():
     assert _side_of(left) == "left"
     _flip_side(left)
     assert road_dirs(left) == ["negative"] and _side_of(left) == "right"
+
+
+def test_a_collision_needs_the_jolt_at_contact_not_anywhere_in_the_clip():
+    """A car closes to contact at 3 s; the camera jolts then (a crash) or 2.5 s later (a pothole after
+    a close call). Both clips hold the same jolt and the same approach: only the timing differs."""
+    n = int(6 * FPS)
+    approach = [(max(0.5, 20.0 - 6.5 * j / FPS), 0.3) for j in range(n)]      # 20 m -> contact at ~3 s
+
+    def clip(vid, jolt_at):
+        frames = []
+        for j in range(n):
+            t = j / FPS
+            jolt = 0.8 if abs(t - jolt_at) < 0.15 else 0.02
+            ego = {"speed": 8.0, "yaw_rate": 0.0, "accel": 0.0, "jolt": jolt}
+            objs = [{"track": 1, "cls": "car", "distance": approach[j][0], "loc_x": approach[j][1]}] if t <= 3.0 else []
+            frames.append({"i": j, "t": t, "ego": ego, "objects": objs})
+        info = VideoInfo(id=vid, path=None, fps=FPS, n_frames=n, attrs={"perception": {"perception_version": 3}})
+        return VideoRecords.from_frames(info, frames)
+    sc = RuleScorer.from_records([clip("crash", 3.3), clip("close_call_then_pothole", 5.5)])
+    form = video_form("collision")
+    assert form["sequence"][-1]["entity"]["role"] == "ego"
+    assert (form["sequence"][-1]["gap"]["min_seconds"], form["sequence"][-1]["gap"]["max_seconds"]) == VIDEO_JOLT_GAP_S
+    got = _scores(sc, form)
+    assert got["crash"] > 0.8 and got["close_call_then_pothole"] < 0.5 * got["crash"], got
 
 
 def test_adapter_keeps_close_on_the_gates_step_of_a_video_form():
