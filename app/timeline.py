@@ -30,12 +30,13 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QListWidget, QListWidgetItem,
                                QToolButton, QVBoxLayout, QWidget)
 
+from strived.rules.model import FIELD_UNITS
+
 from .player import TRACK_COLORS, track_color
 
 MAX_TRACKS = 8          # tracks drawn as their own curves (with the ego and the selected one)
 PICK_PX = 6.0           # a click within this many pixels of a curve picks its track
-UNITS = {"distance": "m", "loc_x": "m", "loc_z": "m", "lane_rel": "lanes", "bbox_area": "px²",
-         "abs_loc_x": "m", "loc_x_road": "m", "abs_loc_x_road": "m", "speed": "m/s", "yaw_rate": "rad/s", "accel": "m/s²", "heading": "rad"}
+UNITS = FIELD_UNITS     # every rule field's unit (the jolt of a collision step, the derived road offset...)
 
 
 def _track_key(track) -> int:

@@ -119,6 +119,43 @@ def test_results_model_columns():
     assert m.data(m.index(0, 0), Qt.ItemDataRole.DecorationRole) is None    # no thumbnail loader
 
 
+def test_timeline_shows_the_road_offset_and_an_ego_step_with_their_units(qtbot, library_dir):
+    """A video rule's lateral motion reads loc_x_road, and a sequence step may read the ego (a
+    collision's jolt at contact): the timeline draws both, as the main window passes them, with
+    their units; every rule field has its unit."""
+    import copy
+
+    from tests.app.conftest import CUTIN_RULE
+
+    from app.timeline import UNITS, TimelineWidget
+    from strived import engine
+    from strived.rules.model import ALL_FIELDS
+    from strived.store.library import Library
+
+    assert set(ALL_FIELDS) <= set(UNITS) and UNITS["jolt"] == "rad/s" and UNITS["loc_x_road"] == "m"
+    step = {k: v for k, v in copy.deepcopy(CUTIN_RULE).items() if k != "event"}
+    step["soft_scores"][0]["field"] = "loc_x_road"
+    rule = {"event": "cut_in_then_ego", "sequence": [
+        {"name": "moves", **step},
+        {"name": "the ego drives on", "entity": {"role": "ego"}, "hard_gates": [{"field": "speed", "op": "gt", "value": 0.0}],
+         "soft_scores": [], "gap": {"min_seconds": 0.0, "max_seconds": 10.0}}]}
+    lib = Library.open(library_dir)
+    exp = engine.explain(lib, "gen_cutin_a", rule)
+    lib.close()
+    assert exp.score > 0 and exp.ego is not None
+    exp.traces = list(exp.traces) + [exp.ego]          # as MainWindow._on_inspect_finished does
+    tl = TimelineWidget()
+    qtbot.addWidget(tl)
+    tl.resize(900, 400)
+    tl.show()
+    tl.set_explanation(exp, "gen_cutin_a")
+    assert "loc_x_road" in tl.row_names and "speed" in tl.row_names
+    qtbot.waitExposed(tl)
+    t = 0.5 * (exp.span_s[0] + exp.span_s[1])
+    assert " m" in tl.values_at(t, "loc_x_road") and "m/s" in tl.values_at(t, "speed")
+    assert tl.rows[tl.row_names.index("loc_x_road")].curves
+
+
 def test_timeline_playhead_and_curves(qtbot, library_dir):
     from tests.app.conftest import CUTIN_RULE
 
