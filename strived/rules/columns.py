@@ -398,9 +398,30 @@ class TrackColumns:
         if field_name in ROAD_FIELDS and field_name not in s.values:
             road = s.values.get("loc_x_road")
             if road is None:
-                road = _RoadColumn(self).read(0, int(s.t.shape[0]))
+                road = self._road_values()
             s.values[field_name] = road if field_name == "loc_x_road" else np.abs(road)
         return s, s.values[field_name]
+
+    def _road_values(self) -> np.ndarray:
+        """``loc_x_road`` of every track sample (float32 [N]), worked out over ranges of whole tracks
+        of about `CHUNK_SAMPLES` samples, so the work space is a chunk's, not the library's (the
+        same values whatever the chunking: each track's sum is its own)."""
+        from ..jobs import check_cancel, current_cancel
+
+        s = self.tracks
+        n = int(s.t.shape[0])
+        out = np.empty(n, np.float32)
+        reader = _RoadColumn(self)
+        ends = (s.start + s.length).astype(np.int64)
+        cancel = current_cancel()
+        a = 0
+        while a < n:
+            check_cancel(cancel)
+            k = int(np.searchsorted(ends, min(n, a + CHUNK_SAMPLES), side="left"))
+            b = int(ends[k]) if k < len(ends) else n       # the end of the track holding the target
+            out[a:b] = reader.read(a, b)
+            a = b
+        return out
 
     def _source(self, field_name: str):
         """(series, values) for computing a feature in chunks: the values as a range reader of

@@ -35,6 +35,7 @@ def _features(recs):
     out["heading"] = cols.series_for("heading")[1].copy()      # integrated chunk by chunk
     out["turn"] = cols.window_change("heading", 8.0, "positive").copy()
     out["road"] = cols.window_change("loc_x_road", 2.5, "negative").copy()   # derived range by range
+    out["road_values"] = cols.series_for("loc_x_road")[1].copy()             # per sample, chunk by chunk
     out["abs_road"] = np.stack(cols.minmax("abs_loc_x_road")).copy()
     return out
 
@@ -111,6 +112,7 @@ def test_features_read_from_the_cache_files_equal_in_memory(lib, recs, monkeypat
         got["turn"] = cols.window_change("heading", 8.0, "positive")
         got["road"] = cols.window_change("loc_x_road", 2.5, "negative")
         got["abs_road"] = np.stack(cols.minmax("abs_loc_x_road"))
+        got["road_values"] = cols.series_for("loc_x_road")[1]
         for k in whole:
             np.testing.assert_array_equal(got[k], whole[k], err_msg=f"{k} chunk={chunk}")
         # |loc_x| is taken chunk by chunk: no whole-library array appears
