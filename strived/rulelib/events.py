@@ -584,13 +584,13 @@ def video_form(key: str) -> dict:
             or any(g.get("min_time_fraction") is not None for g in form["hard_gates"]):
         return form
     desc = form["description"]
-    if key not in VIDEO_JOLT:
-        form = {**form, "soft_scores": [{**c, "field": VIDEO_ROAD_FIELDS.get(c["field"], c["field"])}
-                                        for c in form["soft_scores"]]}
     jolt_step = None
     if key in VIDEO_JOLT:
         jolt_step = _step("the camera jolts (at contact)", {"role": "ego"}, [], [dict(VIDEO_JOLT[key])],
                           VIDEO_JOLT_GAP_S, False)
+    else:
+        form = {**form, "soft_scores": [{**c, "field": VIDEO_ROAD_FIELDS.get(c["field"], c["field"])}
+                                        for c in form["soft_scores"]]}
     if VIDEO_GATES_AT.get(key, "end") == "end":
         step = as_step(form, "moves (gates on the moving track)")
         steps = [step]

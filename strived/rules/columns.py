@@ -403,25 +403,9 @@ class TrackColumns:
         return s, s.values[field_name]
 
     def _road_values(self) -> np.ndarray:
-        """``loc_x_road`` of every track sample (float32 [N]), worked out over ranges of whole tracks
-        of about `CHUNK_SAMPLES` samples, so the work space is a chunk's, not the library's (the
-        same values whatever the chunking: each track's sum is its own)."""
-        from ..jobs import check_cancel, current_cancel
-
-        s = self.tracks
-        n = int(s.t.shape[0])
-        out = np.empty(n, np.float32)
-        reader = _RoadColumn(self)
-        ends = (s.start + s.length).astype(np.int64)
-        cancel = current_cancel()
-        a = 0
-        while a < n:
-            check_cancel(cancel)
-            k = int(np.searchsorted(ends, min(n, a + CHUNK_SAMPLES), side="left"))
-            b = int(ends[k]) if k < len(ends) else n       # the end of the track holding the target
-            out[a:b] = reader.read(a, b)
-            a = b
-        return out
+        """``loc_x_road`` of every track sample (float32 [N]), read chunk by chunk of whole tracks
+        (`_per_unit_chunks`), so the work space is a chunk's, not the library's."""
+        return _per_unit_chunks(self.tracks, _RoadColumn(self), None, lambda ss, vv: vv)
 
     def _source(self, field_name: str):
         """(series, values) for computing a feature in chunks: the values as a range reader of
@@ -586,23 +570,10 @@ class TrackColumns:
         """The ego-series sample (the video's frame) of every track sample (int64 [N]): track
         samples are a subset of their video's frames, matched by time (to the microsecond)."""
         key = ("frame",)
-        T, E = self.tracks, self.ego
+        T = self.tracks
         if key not in T._feat:
-            if T.t.shape[0] == 0:
-                T._feat[key] = np.zeros(0, np.int64)
-                return T._feat[key]
-            e_vid = E.sample_track().astype(np.int64)
-            t_vid = T.owner[T.sample_track()].astype(np.int64)
-            e_us = np.round(np.asarray(E.t) * _US).astype(np.int64)
-            t_us = np.round(np.asarray(T.t) * _US).astype(np.int64)
-            lo = min(int(e_us.min()) if e_us.size else 0, int(t_us.min()))
-            span = max(int(e_us.max()) if e_us.size else 0, int(t_us.max())) - lo + 1
-            e_key = e_vid * span + (e_us - lo)
-            t_key = t_vid * span + (t_us - lo)
-            order = np.argsort(e_key, kind="stable")
-            pos = np.searchsorted(e_key[order], t_key, side="left")
-            pos = np.minimum(pos, max(len(order) - 1, 0))
-            T._feat[key] = order[pos].astype(np.int64)
+            T._feat[key] = _match_frames(self.ego, T.owner[T.sample_track()].astype(np.int64),
+                                         np.asarray(T.t, np.float64))
         return T._feat[key]
 
     def trend_run(self, field_name: str, direction: str, units=None) -> np.ndarray:
