@@ -22,7 +22,7 @@ EVENT_INVENTORY = "\n".join(f"- {e.key}: {e.description}" + (f" (weak: {e.weakne
                        for e in EVENTS)
 FIELDS_DOC = ("Object fields per track and frame: distance (m, forward), loc_x (m, + = right of "
            "ego), abs_loc_x (|loc_x|), loc_x_road / abs_loc_x_road (loc_x with the ego's own "
-           "turning taken out, for lateral motion while the ego turns), loc_z (m), lane_rel (lanes, "
+           "turning taken out, for lateral motion on bends; unknown through a turn of more than 20 deg), loc_z (m), lane_rel (lanes, "
            "0 = ego lane), bbox_area "
            "(px^2). Ego fields: speed (m/s), yaw_rate (rad/s, + = left), accel (m/s^2), heading "
            "(rad, integrated yaw, + = left). temporal_change scores min(1, max change within "

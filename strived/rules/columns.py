@@ -32,6 +32,11 @@ _EGO_RULE_FIELDS = ("speed", "yaw_rate", "accel", "heading", "jolt")
 #: Derived object fields: the lateral offset with the ego's own rotation taken out (`_road_lateral`),
 #: signed and absolute.
 ROAD_FIELDS = ("loc_x_road", "abs_loc_x_road")
+#: The road-relative offset is defined while the ego points within this angle (rad, 20 deg) of its
+#: heading at the track's reference sample; through a larger turn the other road users turn with
+#: the road, so a fixed heading no longer follows it and the field is unknown (NaN) there. A lane
+#: change or a motorway bend turns the ego by well under 0.2 rad in a few seconds, a junction ~1.6.
+ROAD_MAX_TURN_RAD = 0.35
 
 
 @dataclass
@@ -816,7 +821,8 @@ def _road_lateral(track: np.ndarray, loc_x: np.ndarray, loc_z: np.ndarray, dista
     ``heading``: the ego heading (rad, `_integrate`) at each sample's frame; z̄: the mean depth of
     the two samples (``loc_z``, else ``distance``; one side when the other is unknown; no depth,
     no correction). Where the ego's yaw rate was not estimated the heading holds, so nothing is
-    taken out there. NaN ``loc_x`` stays NaN."""
+    taken out there. NaN ``loc_x`` stays NaN, and so does every sample taken while the ego pointed
+    more than `ROAD_MAX_TURN_RAD` away from its heading at the track's last sample (a turn)."""
     z = np.where(np.isfinite(loc_z), loc_z, distance).astype(np.float64)
     n = z.shape[0]
     if n == 0:
@@ -837,7 +843,10 @@ def _road_lateral(track: np.ndarray, loc_x: np.ndarray, loc_z: np.ndarray, dista
     for r in range(1, len(bounds) - 1):
         i = by_rem[bounds[r]:bounds[r + 1]]
         later[i] = later[i + 1] + step[i]
-    return (loc_x.astype(np.float64) + later).astype(np.float32)
+    out = loc_x.astype(np.float64) + later
+    ref = heading[np.repeat(last, np.diff(np.r_[-1, last]))]        # heading at the track's last sample
+    out[np.abs(heading - ref) > ROAD_MAX_TURN_RAD] = np.nan
+    return out.astype(np.float32)
 
 
 def _read(col, a: int, b: int) -> np.ndarray:

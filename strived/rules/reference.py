@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from ..records import VideoRecords
-from .columns import T_EPS, TREND_MAX_GAP_S
+from .columns import ROAD_MAX_TURN_RAD, T_EPS, TREND_MAX_GAP_S
 from .model import EGO_FIELDS, Rule, SoftScore
 
 
@@ -60,6 +60,9 @@ def road_lateral(rec: VideoRecords, tr) -> list[float]:
             else:
                 zbar = 0.5 * (z0 + z1)
             later += zbar * (heading[frames[k]] - heading[frames[k - 1]])
+    for k in range(len(xs)):
+        if abs(heading[frames[k]] - heading[frames[-1]]) > ROAD_MAX_TURN_RAD:
+            out[k] = math.nan
     return out
 
 

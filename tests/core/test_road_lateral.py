@@ -8,7 +8,7 @@ import numpy as np
 
 from strived.records import Track, VideoInfo, VideoRecords
 from strived.rules import RuleScorer, parse_rule
-from strived.rules.columns import TrackColumns
+from strived.rules.columns import ROAD_MAX_TURN_RAD, TrackColumns
 from strived.rules.reference import track_series
 
 
@@ -32,10 +32,10 @@ def _video(vid: str, yaw_rate: float, lateral_speed: float, depth: float = 20.0,
 
 
 def test_a_parked_car_stays_put_relative_to_the_road_while_the_ego_turns():
-    rec = _video("turn", yaw_rate=0.25, lateral_speed=0.0)
+    rec = _video("bend", yaw_rate=0.05, lateral_speed=0.0)
     x = np.asarray(track_series(rec, rec.tracks[0], "loc_x"))
     road = np.asarray(track_series(rec, rec.tracks[0], "loc_x_road"))
-    assert x[-1] - x[0] > 25.0                                   # 20 m x 1.5 rad sweeps it across the view
+    assert x[-1] - x[0] > 5.0                                    # 20 m x 0.3 rad sweeps it a lane and more
     np.testing.assert_allclose(road, x[-1], atol=1e-3)           # as seen at the track's end
     cols_road = TrackColumns.from_records([rec]).series_for("loc_x_road")[1]
     np.testing.assert_allclose(cols_road, road, atol=1e-4)
@@ -65,8 +65,25 @@ def test_a_cut_in_rule_on_road_motion_ignores_the_turn_and_keeps_the_lane_change
     assert on_road["parked_in_a_turn"] < 0.01 and on_road["changes_lane"] == 1.0
 
 
+def test_through_a_turn_the_offset_before_it_is_unknown_not_a_sideways_sweep():
+    """A junction turn (1.5 rad): a fixed heading no longer follows the road, so the samples taken
+    while the ego pointed more than ROAD_MAX_TURN_RAD away from its final heading are NaN; the
+    rest are the offset as seen at the end. The fast columns agree, NaNs included."""
+    rec = _video("junction", yaw_rate=0.25, lateral_speed=0.0)
+    road = np.asarray(track_series(rec, rec.tracks[0], "loc_x_road"))
+    heading = 0.25 * rec.t
+    known = np.abs(heading - heading[-1]) <= ROAD_MAX_TURN_RAD
+    assert 5 < known.sum() < len(known) - 30
+    np.testing.assert_array_equal(np.isnan(road), ~known)
+    x = np.asarray(track_series(rec, rec.tracks[0], "loc_x"))
+    np.testing.assert_allclose(road[known], x[-1], atol=1e-3)
+    cols = TrackColumns.from_records([rec]).series_for("loc_x_road")[1]
+    np.testing.assert_array_equal(np.isnan(cols), ~known)
+    np.testing.assert_allclose(cols[known], road[known], atol=1e-4)
+
+
 def test_unknown_depth_takes_nothing_out_and_unknown_offset_stays_unknown():
-    rec = _video("turn", yaw_rate=0.25, lateral_speed=0.0, n=20)
+    rec = _video("turn", yaw_rate=0.1, lateral_speed=0.0, n=20)
     tr = rec.tracks[0]
     tr.fields["loc_z"][:] = np.nan
     tr.fields["distance"][:] = np.nan
