@@ -126,3 +126,27 @@ def test_adapted_rule_names_its_exemplar_without_reading_the_description():
     q2 = "the truck in front of us slows down hard"
     r2 = resolve_rule(q2, library=lib)
     assert r2.exemplar_event in lib.entries and r2.rule.event.startswith(r2.exemplar_event)
+
+
+def test_highway_means_motorway_speed_not_only_free_flowing_fast_traffic():
+    """'highway' gates the ego speed at 60 km/h (16.7 m/s, a common motorway minimum): a steady
+    freeway clip at 17-18 m/s (bench-dev's comma2k19 windows run 16.6-19.8 m/s) is found, a city
+    clip at 12 m/s is not."""
+    import numpy as np
+
+    from strived.records import VideoInfo, VideoRecords
+    from strived.rules import RuleScorer
+
+    def clip(vid, speed):
+        n = 100
+        t = np.arange(n) / 10.0
+        ego = {"speed": speed + 0.5 * np.sin(t), "yaw_rate": np.zeros(n), "accel": 0.5 * np.cos(t)}
+        info = VideoInfo(id=vid, path=None, fps=10.0, n_frames=n, width=1280, height=720, source="synthetic")
+        return VideoRecords(info=info, frame_idx=np.arange(n, dtype=np.int64), t=t, ego=ego, tracks=[])
+
+    rule = resolve_rule("normal highway cruising, just keeping the lane, no incidents", load_default_library()).rule
+    gates = [g for g in rule.to_dict()["hard_gates"] if g["field"] == "speed"]
+    assert gates and all(abs(g["value"] - 16.7) < 1e-9 for g in gates)
+    scorer = RuleScorer.from_records([clip("freeway", 17.5), clip("city", 12.0)])
+    got = dict(zip(scorer.video_ids, scorer.score(rule).scores))
+    assert got["freeway"] > 0.5 and got["city"] == 0.0
