@@ -159,6 +159,7 @@ class EgoMotionEstimator:
         self._sky_stats: list[tuple[float, float, float, float]] = []  # top/bottom third brightness, texture
         self.car_obs: list[tuple[float, float]] = []      # (box bottom y, box height), full-frame px
         self.focal_obs: list[float] = []                  # focal lengths measured from turns (px)
+        self.cut_frames: set[int] = set()                 # frames that start a new shot (shots.py)
 
     # ------------------------------------------------------------------ per frame
     def feed(self, gray: np.ndarray, t_s: float, boxes_px: np.ndarray, cam: CameraModel,
@@ -443,10 +444,22 @@ class EgoMotionEstimator:
         return int(0.6 * h) + int(band[0])
 
     # ------------------------------------------------------------------ results
+    def mark_cuts(self, frames) -> None:
+        """The pairs ending at these frame indices span an edit (`shots.ShotCuts`): what they
+        measured is the cut, not the ego's motion, so `series` reads nothing from them (no speed,
+        yaw, stillness or jolt there; the smoothers bridge the gap as for any missing pair)."""
+        self.cut_frames = {int(j) for j in frames}
+
     def series(self, cam: CameraModel, **_ignored) -> dict:
         """Per-frame ``speed`` (m/s), ``accel`` (m/s^2), ``yaw_rate`` (rad/s, + left), ``jolt``
         (rad/s), ``speed_conf`` (0..1), ``stationary`` (1/0/NaN) and ``status`` per field."""
         self._flush()
+        for st in self.steps:
+            if st.j in self.cut_frames:
+                st.rates = (math.nan, math.nan, math.nan)
+                st.ground = None
+                st.bg_flow_px = st.bg_flow_p75 = st.fit_ratio = st.resid_still = math.nan
+                st.road_pixels, st.objects_move = 0, False
         t = np.asarray(self.t_s, dtype=np.float64)
         n = len(t)
         out = {k: np.full(n, np.nan) for k in ("speed", "accel", "yaw_rate", "jolt", "speed_conf", "stationary")}

@@ -22,10 +22,11 @@ from .egomotion import EgoMotionEstimator
 from .geometry import (CameraModel, horizon_from_boxes, lane_rel_from_offset, load_camera_config,
                        range_boxes, smooth_series)
 from .lanes import LaneObservation, detect_lanes, lane_rel_from_lines
+from .shots import ShotCuts, split_at_cuts
 from .track import ByteTracker
 from .video import iter_frames, probe_video
 
-PERCEPTION_VERSION = 3
+PERCEPTION_VERSION = 4   # 4: tracks and ego pairs do not span shot cuts (shots.py)
 
 
 @dataclass
@@ -104,6 +105,7 @@ def perceive_video(path: str | os.PathLike, *, video_id: str | None = None,
     tracker = ByteTracker(lost_buffer_frames=max(1, int(round(cfg.lost_buffer_s * cfg.sample_fps))),
                           **getattr(det, "tracker_params", {}))  # score thresholds suited to this detector
     ego = EgoMotionEstimator()
+    shots = ShotCuts()
     timer = _Timer()
 
     frame_idx: list[int] = []
@@ -136,6 +138,7 @@ def perceive_video(path: str | os.PathLike, *, video_id: str | None = None,
                 if scale < 1.0 else f.image
             gray = cv2.cvtColor(small, cv2.COLOR_BGR2GRAY)
             ego.feed(gray, f.t_s, d[:, :4], cam, scale, classes=d[:, 5], scores=d[:, 4])
+            shots.feed(small, d[:, :4] * scale)
             t0 = timer.add("ego_motion", t0)
             # camera-motion compensation: the ego estimator's previous->current frame warp
             pairs = tracker.update(d, warp=getattr(ego, "last_warp", None))
@@ -202,15 +205,24 @@ def perceive_video(path: str | os.PathLike, *, video_id: str | None = None,
     obs_pos_a = np.asarray(obs_pos, dtype=np.int64)
     obs_tid_a = np.asarray(obs_tid, dtype=np.int64)
     dets_a = np.asarray(obs_det, dtype=np.float32).reshape(-1, 6)
+    # an edited clip: no track and no ego frame pair spans a cut between two shots
+    cuts = shots.cuts()
+    ego.mark_cuts(cuts)
+    obs_tid_a, origin = split_at_cuts(obs_pos_a, obs_tid_a, cuts,
+                                      next_id=int(obs_tid_a.max()) + 1 if len(obs_tid_a) else 1)
+    confirmed = set(tracker.confirmed_ids) | {new for new, old in origin.items() if old in tracker.confirmed_ids}
+    for new, old in origin.items():
+        if old in color:
+            color[new] = color[old]
     sample_dt = 1.0 / cfg.sample_fps if cfg.sample_fps > 0 else 0.1
     quality: dict[int, dict] = {}
-    for tid in sorted(tracker.confirmed_ids):
+    for tid in sorted(confirmed):
         m = obs_tid_a == tid
         if int(m.sum()) >= cfg.min_track_hits:
             quality[tid] = signals.track_quality(t_arr, obs_pos_a[m], dets_a[m, 4], sample_dt)
     keep_ids = [tid for tid, q in quality.items()
                 if cfg.signal_filter != "robust" or signals.publishable(q)]
-    track_cls = {tid: CLASSES[tracker.track_class(tid)] for tid in keep_ids}
+    track_cls = {tid: CLASSES[tracker.track_class(origin.get(tid, tid))] for tid in keep_ids}
 
     # Horizon: camera.json > cars standing on the road > lane vanishing point > default.
     if cam.horizon_source != "config":
@@ -274,6 +286,7 @@ def perceive_video(path: str | os.PathLike, *, video_id: str | None = None,
         "perception": {**cfg.to_dict(), "detector_config": getattr(det, "config", {"detector": det.name})},
         "lanes_found_frac": round(lanes_found / max(1, n), 3),
         "rotation_deg": probe.rotation_deg,
+        "shot_cuts_s": [round(float(t_arr[j]), 3) for j in cuts],
         "codec": probe.codec,
         "speed_source": "video_ground_plane" if ego_series["status"]["speed"]["estimated"] else None,
         "ego_motion": {"horizon_y": round(float(ego_series["horizon_y"]), 2),
