@@ -110,3 +110,8 @@ def test_real_edits_are_found_and_real_footage_has_none(shared_dir):
     cuts = _cuts(frames)
     assert len(cuts) == 1 and abs(cuts[0] - 21) <= 1   # "last 4 frames are a cut to a different road" (2.13 s)
     assert _cuts(read(kitti)) == []
+
+
+def test_a_change_of_frame_shape_mid_stream_starts_a_new_shot():
+    frames = _shot(7, 10, (1, 1, 1)) + [cv2.resize(f, (320, 240)) for f in _shot(7, 10, (1, 1, 1))]
+    assert _cuts(frames) == [10]
