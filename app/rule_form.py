@@ -40,7 +40,8 @@ FIELD_TEXT = {
     "bbox_area": "area of the road user's box in the image",
     "score": "detector confidence of the road user",
     "abs_loc_x": "lateral offset from either side, |loc_x|",
-    "loc_x_road": "lateral offset relative to the road: loc_x with the ego's own turning taken out",
+    "loc_x_road": ("lateral offset relative to the road: loc_x with the ego's own turning taken out "
+                   "(unknown through a turn of more than 20°)"),
     "abs_loc_x_road": "|loc_x_road|: lateral offset relative to the road, from either side",
     "speed": "ego vehicle speed",
     "yaw_rate": "ego yaw rate (+ = turning left)",
