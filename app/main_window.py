@@ -978,7 +978,8 @@ class MainWindow(QMainWindow):
         if exp is not None:
             if getattr(exp, "ego", None) is not None and exp.ego not in exp.traces:
                 exp.traces = list(exp.traces) + [exp.ego]
-            self.timeline.set_explanation(exp, title=os.path.basename(hit.path or hit.video_id))
+            self.timeline.set_explanation(exp, title=os.path.basename(hit.path or hit.video_id),
+                                          cuts=(rec.info.attrs or {}).get("shot_cuts_s") or ())
             if exp.peak_track is not None:
                 self.timeline.highlight_track(exp.peak_track)
                 self.player.highlight_track(exp.peak_track)

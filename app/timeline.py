@@ -127,6 +127,7 @@ class _Row:
         self.hover.setZValue(15)
         self.hover.hide()
         plot.addItem(self.hover)
+        self.cut_lines: list[pg.InfiniteLine] = []   # edits of the clip (perception: shot cuts)
         self.gate_names: list[str] = []
         self.lane_x: list[float] = []             # steps row: each lane label's preferred x
         self.bands: list[pg.PlotDataItem] = []    # steps row: one filled band per lane
@@ -155,6 +156,21 @@ class _Row:
             self.plot.addItem(c)
             self.bg.append(c)
         return self.bg[i]
+
+    def set_cuts(self, cuts) -> None:
+        """A dotted line at each shot cut: tracks end there and the ego series has a gap."""
+        while len(self.cut_lines) < len(cuts):
+            ln = pg.InfiniteLine(pos=0, angle=90, movable=False,
+                                 pen=pg.mkPen(150, 190, 255, 170, width=1, style=Qt.PenStyle.DotLine))
+            ln.setZValue(12)
+            self.plot.addItem(ln)
+            self.cut_lines.append(ln)
+        for k, ln in enumerate(self.cut_lines):
+            if k < len(cuts):
+                ln.setValue(float(cuts[k]))
+                ln.show()
+            else:
+                ln.hide()
 
     def place_labels(self) -> None:
         """The row's name at the top left; each gate's label inside its own lane (lane k spans y
@@ -255,6 +271,7 @@ class TimelineWidget(QWidget):
         self.rows: list[_Row] = []
         self.row_names: list[str] = []
         self.explanation = None
+        self.cuts: list[float] = []
         self.highlighted: int | None = None
         self.steps: list[dict] = []             # a sequence rule's realised steps
         self.absent: list[dict] = []            # ... and its negations
@@ -291,6 +308,7 @@ class TimelineWidget(QWidget):
 
     def clear(self, message: str = "Select a result to see why it matched.") -> None:
         self.explanation = None
+        self.cuts = []
         self.steps, self.absent, self.selected_lane = [], [], None
         self.title.setText(message)
         self.legend.setText("")
@@ -301,6 +319,7 @@ class TimelineWidget(QWidget):
             for c in r.bg:
                 c.setData([], [])
             r.data, r.pick = {}, None
+            r.set_cuts([])
             self._draw_bands(r, False)
         self._use_rows(0)
         self._order, self._traces, self._scores, self._all_labels = [], {}, {}, {}
@@ -309,9 +328,11 @@ class TimelineWidget(QWidget):
         self.track_list.clear()
         self._set_track_controls()
 
-    def set_explanation(self, explanation, title: str = "") -> None:
-        """Show an ``engine.explain`` result (traces per track, span, peak track)."""
+    def set_explanation(self, explanation, title: str = "", cuts=()) -> None:
+        """Show an ``engine.explain`` result (traces per track, span, peak track). ``cuts``: the
+        times (s) of the clip's shot cuts (``video.attrs["shot_cuts_s"]``): drawn on every row."""
         self.explanation = explanation
+        self.cuts = [float(c) for c in (cuts or ())]
         traces = list(getattr(explanation, "traces", []) or [])
         peak = getattr(explanation, "peak_track", None)
         # the peak track first, then the most convincing ones
@@ -403,6 +424,7 @@ class TimelineWidget(QWidget):
                 row.region.show()
             else:
                 row.region.hide()
+            row.set_cuts(self.cuts)
         if self.rows:
             self.rows[0].plot.enableAutoRange(axis="x")
             ts = [float(v) for tr in traces for v in (tr.t[:1] if len(tr.t) else [])] + \
@@ -413,6 +435,7 @@ class TimelineWidget(QWidget):
             self._draw_bands(r, False)
         for r in self.rows[len(names):]:
             r.data, r.pick = {}, None
+            r.set_cuts([])
         self._fill_track_list()
         self._set_track_controls()
         self._draw()
@@ -432,6 +455,9 @@ class TimelineWidget(QWidget):
             bits.append(f"{n_obj} tracks: the {MAX_TRACKS} best in colour")
         if not traces:
             bits.append("no candidate track for this rule")
+        if self.cuts:
+            bits.append("edited clip: shot cut at " + ", ".join(f"{c:.1f}" for c in self.cuts) + " s "
+                        "(dotted; no track continues across a cut)")
         if self.steps:
             bits.append(f"sequence of {len(self.steps)} steps" +
                         (f", {len(self.absent)} negation(s)" if self.absent else ""))

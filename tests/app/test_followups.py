@@ -273,3 +273,32 @@ def test_a_saved_search_reopens_with_its_relevance_and_evidence(tmp_path):
     assert back.hits[0].relevance == 0.64 and m.data(m.index(0, m.C_RELEVANCE)) == "64%"
     assert m.data(m.index(0, m.C_RULE)) == "p100 · 1/9"
     assert m.data(m.index(0, m.C_EVENT)) == "cut_in · event 90% · rule as is 20%"
+
+
+def test_an_edited_clip_shows_its_shot_cuts_on_the_timeline(qtbot, window, library_copy):
+    """Perception v4 ends every track at a shot cut (video.attrs["shot_cuts_s"]); selecting such a
+    clip marks each cut on every row of the timeline and says so in its title."""
+    import json
+    import sqlite3
+
+    con = sqlite3.connect(library_copy / "library.sqlite")
+    (attrs,), = con.execute("SELECT attrs FROM videos WHERE id = ?", ("gen_cutin_a",)).fetchall()
+    attrs = {**json.loads(attrs or "{}"), "shot_cuts_s": [3.0, 7.5]}
+    con.execute("UPDATE videos SET attrs = ? WHERE id = ?", (json.dumps(attrs), "gen_cutin_a"))
+    con.commit()
+    con.close()
+    w = window
+    w.open_library(str(library_copy))
+    run_search(qtbot, w)
+    inspect_video(qtbot, w, "gen_cutin_a")
+    tl = w.timeline
+    assert tl.cuts == [3.0, 7.5]
+    assert "shot cut at 3.0, 7.5 s" in tl.title.text()
+    for name in tl.row_names:
+        lines = [ln for ln in tl.rows[tl.row_names.index(name)].cut_lines if ln.isVisible()]
+        assert sorted(ln.value() for ln in lines) == [3.0, 7.5]
+    shot(w, "followup_shot_cuts")
+    # an unedited clip right after: no cut lines are left behind
+    inspect_video(qtbot, w, "gen_plain")
+    assert tl.cuts == [] and "shot cut" not in tl.title.text()
+    assert not any(ln.isVisible() for r in tl.rows for ln in r.cut_lines)
