@@ -836,7 +836,8 @@ def _road_lateral(track: np.ndarray, loc_x: np.ndarray, loc_z: np.ndarray, dista
     # each sample's sum over its track's later steps, added from the track's end backwards: the same
     # additions in the same order whatever range of tracks is read (chunking changes no value)
     last = np.flatnonzero(np.r_[~same, True])                       # each track's last sample
-    rem = np.repeat(last, np.diff(np.r_[-1, last])) - np.arange(n)  # samples after this one
+    own_last = np.repeat(last, np.diff(np.r_[-1, last]))            # ... for every sample
+    rem = own_last - np.arange(n)                                   # samples after this one
     later = np.zeros(n)
     by_rem = np.argsort(rem, kind="stable")
     bounds = np.r_[0, np.cumsum(np.bincount(rem))]
@@ -844,8 +845,7 @@ def _road_lateral(track: np.ndarray, loc_x: np.ndarray, loc_z: np.ndarray, dista
         i = by_rem[bounds[r]:bounds[r + 1]]
         later[i] = later[i + 1] + step[i]
     out = loc_x.astype(np.float64) + later
-    ref = heading[np.repeat(last, np.diff(np.r_[-1, last]))]        # heading at the track's last sample
-    out[np.abs(heading - ref) > ROAD_MAX_TURN_RAD] = np.nan
+    out[np.abs(heading - heading[own_last]) > ROAD_MAX_TURN_RAD] = np.nan   # through a turn: unknown
     return out.astype(np.float32)
 
 
