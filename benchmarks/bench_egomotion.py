@@ -12,6 +12,11 @@ of ``DATA/egomotion/`` twice:
 Prints per sequence and camera: speed MAE (m/s), speed bias (median error), accel MAE (m/s^2),
 yaw-rate MAE (rad/s), coverage (share of sampled frames with a value) and the median speed
 confidence, against the ground truth of the sampled frames (``gt.csv`` row = the frame's index).
+
+``--degrade 0.5:8`` runs the same on copies re-encoded the way cheap dashcams and re-uploaded clips
+look (SCALE times the resolution, a 0.7 px blur, JPEG quality Q per frame; built in a temporary
+folder, same ground truth): a synthetic degradation of the real frames that reproduces the
+"no road texture" / "not a flat road" failures of compressed real dashcam clips with ground truth.
 ``run(data_dir) -> dict`` returns the same numbers (``strived bench``). Skips when the data is absent.
 """
 
@@ -28,6 +33,7 @@ import numpy as np
 
 SEQUENCES = ("kitti_raw_0005", "kitti_odometry_06", "kitti_odometry_01")
 KITTI_CAMERA_HEIGHT_M = 1.65
+DEGRADE_BLUR_PX = 0.7          # --degrade: Gaussian blur (px of the scaled copy) before JPEG
 GT_COLUMNS = {"speed": ("vf_mps", "speed_mps"), "accel": ("af_mps2", "accel_mps2"),
               "yaw_rate": ("wu_yaw_rate_left_rps", "yaw_rate_left_rps")}
 TARGETS = {"speed_mae": 1.0, "coverage": 0.8, "yaw_rate_mae": 0.03}
@@ -75,6 +81,18 @@ def kitti_camera_config(seq_dir: Path, width: int) -> dict:
             "camera_height_m": KITTI_CAMERA_HEIGHT_M, "width": int(width)}
 
 
+def calibration_width(seq_dir: Path, video_width: int) -> int:
+    """Width of the images the calibration is in: the recorded images' (meta.json "width"), so
+    that a re-encoded copy at another size (``--degrade``) gets it rescaled by camera.json."""
+    meta = seq_dir / "meta.json"
+    if meta.is_file():
+        try:
+            return int(json.loads(meta.read_text(encoding="utf-8")).get("width") or video_width)
+        except (ValueError, TypeError):
+            return int(video_width)
+    return int(video_width)
+
+
 class NoDetector:
     """A detector that finds nothing (to time / test ego motion without the detector's boxes)."""
 
@@ -98,7 +116,7 @@ def evaluate_sequence(seq_dir: Path, camera: str, detector, fps: float = 10.0) -
     gt = read_gt(seq_dir)
     video = seq_dir / "video.mp4"
     probe = probe_video(video)
-    cam_cfg = kitti_camera_config(seq_dir, probe.width) if camera == "calib" else {}
+    cam_cfg = kitti_camera_config(seq_dir, calibration_width(seq_dir, probe.width)) if camera == "calib" else {}
     cfg = PerceptionConfig(sample_fps=fps, telemetry=False) if "telemetry" in PerceptionConfig.__dataclass_fields__ \
         else PerceptionConfig(sample_fps=fps)
     t0 = time.perf_counter()
@@ -127,11 +145,55 @@ def evaluate_sequence(seq_dir: Path, camera: str, detector, fps: float = 10.0) -
     return out
 
 
-def run(data_dir: str | Path, detector: str = "nanodet-g", fps: float = 10.0) -> dict:
-    """Evaluate every sequence with (a) the KITTI camera and (b) the estimated camera."""
+def degrade_copy(root: Path, dst: Path, scale: float, quality: int, blur_px: float = DEGRADE_BLUR_PX) -> Path:
+    """Copies of the sequences at ``scale`` x the resolution, blurred and JPEG-compressed per frame."""
+    import shutil
+
+    import cv2
+
+    for seq in SEQUENCES:
+        out = dst / seq
+        out.mkdir(parents=True, exist_ok=True)
+        for f in (root / seq).iterdir():
+            if f.is_file() and f.name != "video.mp4":
+                shutil.copy(f, out / f.name)
+        cap = cv2.VideoCapture(str(root / seq / "video.mp4"))
+        fps = cap.get(cv2.CAP_PROP_FPS) or 10.0
+        writer = None
+        try:
+            while True:
+                ok, frame = cap.read()
+                if not ok:
+                    break
+                frame = cv2.resize(frame, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA)
+                frame = cv2.GaussianBlur(frame, (0, 0), blur_px)
+                frame = cv2.imdecode(cv2.imencode(".jpg", frame, [cv2.IMWRITE_JPEG_QUALITY, int(quality)])[1], 1)
+                if writer is None:
+                    writer = cv2.VideoWriter(str(out / "video.mp4"), cv2.VideoWriter_fourcc(*"mp4v"), fps,
+                                             (frame.shape[1], frame.shape[0]))
+                writer.write(frame)
+        finally:
+            cap.release()
+            if writer is not None:
+                writer.release()
+    return dst
+
+
+def run(data_dir: str | Path, detector: str = "nanodet-g", fps: float = 10.0,
+        degrade: tuple[float, int] | None = None) -> dict:
+    """Evaluate every sequence with (a) the KITTI camera and (b) the estimated camera
+    (on degraded copies with ``degrade = (scale, jpeg_quality)``)."""
     root = egomotion_dir(data_dir)
     if not all((root / s / "video.mp4").exists() for s in SEQUENCES):
         return {"status": "skipped", "reason": f"KITTI ego-motion sequences not found under {root}"}
+    if degrade is not None:
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="strived-egodeg-") as tmp:
+            res = run(degrade_copy(root, Path(tmp), degrade[0], degrade[1]), detector, fps)
+        res["degraded"] = {"scale": degrade[0], "jpeg_quality": degrade[1], "blur_px": DEGRADE_BLUR_PX,
+                           "note": "synthetic degradation of the real KITTI frames"}
+        return res
     if detector == "none":
         det = NoDetector()
     else:
@@ -155,6 +217,10 @@ def print_results(res: dict) -> None:
     if res.get("status") != "ok":
         print(f"skip: {res.get('reason')}")
         return
+    if res.get("degraded"):
+        d = res["degraded"]
+        print(f"DEGRADED copies (synthetic): {d['scale']} x resolution, blur {d['blur_px']} px, "
+              f"JPEG quality {d['jpeg_quality']}")
     print(f"detector {res['detector']}, sampled at {res['fps']} fps; targets: speed MAE <= "
           f"{TARGETS['speed_mae']} m/s, coverage >= {TARGETS['coverage']:.0%}, yaw-rate MAE <= "
           f"{TARGETS['yaw_rate_mae']} rad/s")
@@ -178,9 +244,20 @@ def main() -> None:
     ap.add_argument("--detector", default="nanodet-g", help="nanodet-g (default), yolov3-tiny or none")
     ap.add_argument("--fps", type=float, default=10.0)
     ap.add_argument("--json", default=None, help="write the numbers to this JSON file")
+    ap.add_argument("--degrade", default=None, metavar="SCALE:QUALITY",
+                    help="run on re-encoded copies, e.g. 0.5:8 = half resolution, JPEG quality 8")
     args = ap.parse_args()
     sys.path.insert(0, str(here))
-    res = run(args.data, detector=args.detector, fps=args.fps)
+    degrade = None
+    if args.degrade:
+        try:
+            sc, qu = args.degrade.split(":")
+            degrade = (float(sc), int(qu))
+            if not (0.05 <= degrade[0] <= 1.0 and 1 <= degrade[1] <= 100):
+                raise ValueError
+        except ValueError:
+            ap.error("--degrade takes SCALE:QUALITY with 0.05 <= SCALE <= 1 and 1 <= QUALITY <= 100, e.g. 0.5:8")
+    res = run(args.data, detector=args.detector, fps=args.fps, degrade=degrade)
     print_results(res)
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=1, default=float), encoding="utf-8")
