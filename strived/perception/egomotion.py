@@ -30,7 +30,10 @@ At the end (``series``):
   confidence; identical frames or a scene where nothing moves -> NaN with a reason;
 - jolt (rad/s): magnitude of the camera's angular rates minus their 1 s running median;
 - sanity: a video whose road does not fit a flat road (rotated, upside down, camera not facing the
-  road), or "turning on the spot", publishes no speed and no yaw, with a reason.
+  road), or "turning on the spot", publishes no speed and no yaw, with a reason. "Fits" is judged on
+  the share of the road's change between the frames that the planar motion leaves unexplained
+  *above the image noise*: a dense optical flow (DIS) on the same pixels measures that floor, so the
+  block noise of heavily compressed video no longer reads as "not a flat road".
 
 The metric scale is focal length x camera height: from camera.json they are trusted; otherwise the
 assumed FOV and 1.3 m are fused with turns and with cars, and ``speed_conf`` carries what is left
@@ -70,6 +73,12 @@ DARK_ROAD_GRAY = 20.0           # a road region darker than this is not used at 
 ROAD_DELAY_FRAMES = 10          # road fits run this many frames late (static mask learnt first)
 MAX_RESID_RATIO = 0.6           # a pair's road fit must explain its change at least this well
 MAX_MEDIAN_RESID_RATIO = 0.45   # ... and the video's median fit (else: not a flat road ahead)
+FREE_FLOW_PRESET = 2            # cv2.DISOPTICAL_FLOW_PRESET_MEDIUM (FAST fits clean roads worse than the plane)
+FREE_FLOW_STRIDE = 4            # ... with the patch stride and descent iterations of a lighter preset
+FREE_FLOW_ITERS = 8             #     (finest scale 1/2 is what matters; ~40 % cheaper)
+FREE_MIN_RAW_RATIO = 0.25       # below this raw ratio a pair is well explained: no floor needed
+FREE_MIN_SIGNAL = 2.0           # gray levels: a pair whose free optical flow explains less than this of the
+                                # road's change carries no motion signal above the noise (raw ratio kept)
 NOT_ROAD_LOCAL_S = 1.5          # ... judged over the pairs within +-1.5 s (a busy, turning or occluded stretch
                                 # does not void the rest of the clip)
 NOT_ROAD_MIN_KEPT = 0.3         # ... unless fewer than 30 % of the fitted pairs pass: then the whole video
@@ -125,7 +134,8 @@ class _Step:
     ground: dict | None = None            # direct fit: q, cov, horizon_y, horizon_var, samples, ...
     static_px: int = 0
     road_brightness: float = math.nan     # mean gray of the road region (work image)
-    fit_ratio: float = math.nan           # road fit residual / "nothing moved" residual (kept or not)
+    fit_ratio: float = math.nan           # share of the road's change the planar fit leaves unexplained,
+                                          # above the image noise (``_fit_ratio``; kept or not)
     resid_still: float = math.nan         # median change of the road pixels between the frames
 
 
@@ -329,9 +339,10 @@ class EgoMotionEstimator:
         g = direct_ground_fit(prev, gray, road_mask, s, cam.focal_px, cam.cx, hz,
                               cam.camera_height_m, init, fit_horizon=True,
                               horizon_sd=max(self.horizon_sd(cam), PITCH_JITTER_PX) if informative else 0.3,
-                              occluder=occluder)
+                              occluder=occluder,
+                              free_flow=lambda q, yh: _free_flow(prev, gray, int(yh * s) - 8))
         if g is not None:
-            step.fit_ratio = g["resid"] / max(g["resid_still"], 1e-6)
+            g["ratio"] = step.fit_ratio = _fit_ratio(g)
             step.resid_still = g["resid_still"]
         if g is not None and _fit_ok(g, dt, cam):
             step.ground = g
@@ -513,7 +524,7 @@ class EgoMotionEstimator:
             v_sd[k] = math.hypot(max(ks * math.sqrt(max(cq[2, 2], 0.0)) / dt[k], SPEED_SIGMA_FLOOR),
                                  SPEED_REL_SIGMA * v[k])
             # a pair whose fit leaves much of the change unexplained counts for less
-            ratio = st.ground["resid"] / max(st.ground["resid_still"], 1e-6)
+            ratio = st.ground.get("ratio", st.ground["resid"] / max(st.ground["resid_still"], 1e-6))
             v_sd[k] *= 1.0 + 4.0 * max(0.0, ratio - 0.25)
             w_road[k] = q[0] / dt[k] / kf
             w_road_sd[k] = max(math.sqrt(max(cq[0, 0], 0.0)) / dt[k] / kf, YAW_SIGMA_FLOOR)
@@ -795,6 +806,42 @@ def _track(prev, gray, p0: np.ndarray, lk: dict):
     return a.reshape(-1, 2).astype(np.float64), b.reshape(-1, 2).astype(np.float64), good
 
 
+def _free_flow(prev: np.ndarray, gray: np.ndarray, top_row: int = 0) -> np.ndarray | None:
+    """Dense optical flow prev -> gray (work px; DIS) from ``top_row`` down (zero above): a motion
+    model free enough to follow anything on the road but its noise, so that its residual is the
+    pair's noise floor."""
+    import cv2
+
+    top = int(min(max(top_row, 0), max(prev.shape[0] - 16, 0)))
+    flow = np.zeros(prev.shape + (2,), np.float32)
+    try:
+        dis = cv2.DISOpticalFlow_create(FREE_FLOW_PRESET)
+        dis.setPatchStride(FREE_FLOW_STRIDE)
+        dis.setGradientDescentIterations(FREE_FLOW_ITERS)
+        flow[top:] = dis.calc(np.ascontiguousarray(prev[top:]), np.ascontiguousarray(gray[top:]), None)
+    except cv2.error:
+        return None
+    return flow
+
+
+def _fit_ratio(g: dict) -> float:
+    """How much of the road's change between the frames the planar fit leaves unexplained.
+
+    Raw: fit residual / "nothing moved" residual. Block noise of heavy compression changes from
+    frame to frame, so even the right motion leaves a residual near that of "nothing moved"; the
+    free optical flow's residual on the same pixels measures that floor, and the share above it
+    (``(resid - free) / (still - free)``) is what the planar model fails to explain. The smaller of
+    the two is used; the raw ratio alone where the free flow fits worse than the plane (it then
+    measures no floor) or explains under FREE_MIN_SIGNAL gray levels of the change."""
+    raw = g["resid"] / max(g["resid_still"], 1e-6)
+    free = g.get("resid_free", math.nan)
+    # the floor is only measured where the free flow fits at least as well as the plane (on clean
+    # frames the regularised flow is the coarser model) and explains a real part of the change
+    if not np.isfinite(free) or free > g["resid"] or g["resid_still"] - free < FREE_MIN_SIGNAL:
+        return raw
+    return min(raw, (g["resid"] - free) / (g["resid_still"] - free))
+
+
 def _fit_ok(g: dict, dt: float, cam: CameraModel) -> bool:
     q = g["x"]
     if not np.all(np.isfinite(q)) or abs(q[2]) / dt > MAX_SPEED_MPS:
@@ -802,7 +849,7 @@ def _fit_ok(g: dict, dt: float, cam: CameraModel) -> bool:
     if g["n"] < ROAD_MIN_PIXELS or g["inlier_frac"] < FIT_MIN_INLIER_FRAC:
         return False
     # the model must explain the change much better than "nothing moved"
-    if g["resid"] > MAX_RESID_RATIO * g["resid_still"] and g["resid_still"] > 2.0:
+    if g.get("ratio", g["resid"] / max(g["resid_still"], 1e-6)) > MAX_RESID_RATIO and g["resid_still"] > 2.0:
         return False
     hz = g["horizon_y"]
     if not (0.15 * cam.height < hz < 0.85 * cam.height):
@@ -896,7 +943,7 @@ def direct_ground_fit(prev: np.ndarray, gray: np.ndarray, road_mask: np.ndarray,
                       f: float, cx: float, yh: float, h: float, q0: np.ndarray,
                       levels=(0.25, 0.5, 1.0), max_points: int = 2000, iters: int = 8,
                       fit_horizon: bool = False, horizon_sd: float = 5.0,
-                      occluder: np.ndarray | None = None) -> dict | None:
+                      occluder: np.ndarray | None = None, free_flow=None) -> dict | None:
     """Photometric (direct) fit of the ground-plane motion ``q = (w, tx, tz, p)`` over road pixels.
 
     Coarse to fine over ``levels`` (fractions of the work image): textured pixels of ``prev`` inside
@@ -906,6 +953,9 @@ def direct_ground_fit(prev: np.ndarray, gray: np.ndarray, road_mask: np.ndarray,
     px (slow driving barely constrains it). Returns q, covariance, horizon (and its
     variance), the share of inlier pixels, the residual against "no motion", and ~150 sample road
     points (full-frame px) for re-expressing the motion at another horizon; None without texture.
+    With ``free_flow`` (``(q, horizon) ->`` dense flow prev -> gray in work px, or None), also the
+    residual of that flow on the same pixels (``resid_free``: the noise floor the planar model is
+    judged against).
     """
     import cv2
 
@@ -1018,12 +1068,27 @@ def direct_ground_fit(prev: np.ndarray, gray: np.ndarray, road_mask: np.ndarray,
             var_h_data = float(np.linalg.inv(A_data + 1e-9 * np.eye(npar + 1))[4, 4]) if fit_horizon else math.nan
         except np.linalg.LinAlgError:
             return None
+        resid_free = math.nan
+        # the floor is needed only where the raw ratio could matter (above FREE_MIN_RAW_RATIO every
+        # decision on it is unchanged); the dense flow costs ~6 ms a pair
+        raw = float(np.median(np.abs(r))) / max(float(np.median(np.abs(same - np.median(same)))), 1e-6)
+        ff = free_flow(q, yh) if free_flow is not None and lv == 1.0 and raw > FREE_MIN_RAW_RATIO else None
+        if ff is not None and ff.shape[:2] == g_l.shape:
+            fx = cv2.remap(ff[..., 0], x0[:, 0].reshape(1, -1), x0[:, 1].reshape(1, -1), cv2.INTER_LINEAR)
+            fy = cv2.remap(ff[..., 1], x0[:, 0].reshape(1, -1), x0[:, 1].reshape(1, -1), cv2.INTER_LINEAR)
+            mxf = x0[:, 0].reshape(1, -1) + fx
+            myf = x0[:, 1].reshape(1, -1) + fy
+            in_f = ((mxf >= 1) & (myf >= 1) & (mxf <= Wl - 2) & (myf <= Hl - 2)).ravel() & inside
+            if in_f.sum() >= 30:
+                rf = (cv2.remap(g_l, mxf, myf, cv2.INTER_LINEAR).ravel() - tmpl)[in_f]
+                resid_free = float(np.median(np.abs(rf - np.median(rf))))
         pick = np.nonzero(inside)[0]
         pick = pick[np.linspace(0, len(pick) - 1, min(150, len(pick))).astype(int)]
         out = {"x": q.copy(), "cov": cov_full[:4, :4], "n": int(inside.sum()),
                "inlier_frac": float(np.mean(np.abs(r) < 3.0 * max(sig, 1.0))),
                "resid": float(np.median(np.abs(r))),
                "resid_still": float(np.median(np.abs(same - np.median(same)))),
+               "resid_free": resid_free,
                "level": lv, "horizon_y": float(yh),
                "horizon_var": float(cov_full[4, 4]) if fit_horizon else math.nan,
                "horizon_var_data": var_h_data,

@@ -26,7 +26,8 @@ from .shots import ShotCuts, split_at_cuts
 from .track import ByteTracker
 from .video import iter_frames, probe_video
 
-PERCEPTION_VERSION = 4   # 4: tracks and ego pairs do not span shot cuts (shots.py)
+PERCEPTION_VERSION = 5   # 4: tracks and ego pairs do not span shot cuts (shots.py); 5: road fits judged
+                         # against the noise floor (egomotion._fit_ratio: compressed video keeps its speed)
 
 
 @dataclass
