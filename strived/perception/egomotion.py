@@ -58,6 +58,8 @@ ROAD_MIN_PIXELS = 150           # textured road pixels needed for a fit
 GRAD_MIN = 2.0                  # gray levels per pixel: "textured"
 FIT_MIN_INLIER_FRAC = 0.55
 MAX_SPEED_MPS = 70.0
+MAX_LATERAL_MPS = 1.5           # a road fit's sideways camera speed may not exceed max(1.5 m/s, 30 % of
+MAX_LATERAL_REL = 0.3           # its forward speed) (a car does not slide: yaw x lever arm ~ 1 m/s at most)
 MIN_FAR_POINTS = 12
 STATIC_MIN_MOVING_FRAMES = 10   # frames in motion needed before pixels can be called static
 STATIC_CHANGE_FRAC = 0.12       # a static pixel changes in < 12 % of moving frames ...
@@ -79,6 +81,10 @@ FREE_FLOW_ITERS = 8             #     (finest scale 1/2 is what matters; ~40 % c
 FREE_MIN_RAW_RATIO = 0.25       # below this raw ratio a pair is well explained: no floor needed
 FREE_MIN_SIGNAL = 2.0           # gray levels: a pair whose free optical flow explains less than this of the
                                 # road's change carries no motion signal above the noise (raw ratio kept)
+FREE_MAX_EPE_PX = 1.0           # the free flow must agree with the plane's flow on the road pixels: median
+FREE_MAX_EPE_REL = 0.65         # endpoint difference <= max(1 px, 65 % of the flow the plane's translation
+                                # makes there), else its residual is no floor for this plane (rain streaks,
+                                # a fit that is right about the turn and wrong about the speed: raw kept)
 NOT_ROAD_LOCAL_S = 1.5          # ... judged over the pairs within +-1.5 s (a busy, turning or occluded stretch
                                 # does not void the rest of the clip)
 NOT_ROAD_MIN_KEPT = 0.3         # ... unless fewer than 30 % of the fitted pairs pass: then the whole video
@@ -832,12 +838,20 @@ def _fit_ratio(g: dict) -> float:
     free optical flow's residual on the same pixels measures that floor, and the share above it
     (``(resid - free) / (still - free)``) is what the planar model fails to explain. The smaller of
     the two is used; the raw ratio alone where the free flow fits worse than the plane (it then
-    measures no floor) or explains under FREE_MIN_SIGNAL gray levels of the change."""
+    measures no floor), explains under FREE_MIN_SIGNAL gray levels of the change, or moves the road
+    pixels elsewhere than the plane does (``free_epe`` above FREE_MAX_EPE_* of ``trans_flow``)."""
     raw = g["resid"] / max(g["resid_still"], 1e-6)
     free = g.get("resid_free", math.nan)
     # the floor is only measured where the free flow fits at least as well as the plane (on clean
     # frames the regularised flow is the coarser model) and explains a real part of the change
     if not np.isfinite(free) or free > g["resid"] or g["resid_still"] - free < FREE_MIN_SIGNAL:
+        return raw
+    # ... and only where the free flow sees the plane's own motion: noise that moves from frame to
+    # frame (rain streaks, wipers) lets it explain change no scene motion made, and then any plane,
+    # a wrong one included, would look good against that floor. Judged against the flow the plane's
+    # translation makes, so a fit right about a turn and wrong about the speed gets no floor either.
+    epe = g.get("free_epe", math.nan)
+    if np.isfinite(epe) and epe > max(FREE_MAX_EPE_PX, FREE_MAX_EPE_REL * g.get("trans_flow", 0.0)):
         return raw
     return min(raw, (g["resid"] - free) / (g["resid_still"] - free))
 
@@ -847,6 +861,10 @@ def _fit_ok(g: dict, dt: float, cam: CameraModel) -> bool:
     if not np.all(np.isfinite(q)) or abs(q[2]) / dt > MAX_SPEED_MPS:
         return False
     if g["n"] < ROAD_MIN_PIXELS or g["inlier_frac"] < FIT_MIN_INLIER_FRAC:
+        return False
+    # a car moves along its heading: sideways only by its yaw times the camera's lever arm (and a
+    # little slip), so a fit that slides the camera sideways traded rotation for translation
+    if abs(q[1]) / dt > max(MAX_LATERAL_MPS, MAX_LATERAL_REL * abs(q[2]) / dt):
         return False
     # the model must explain the change much better than "nothing moved"
     if g.get("ratio", g["resid"] / max(g["resid_still"], 1e-6)) > MAX_RESID_RATIO and g["resid_still"] > 2.0:
@@ -1068,7 +1086,7 @@ def direct_ground_fit(prev: np.ndarray, gray: np.ndarray, road_mask: np.ndarray,
             var_h_data = float(np.linalg.inv(A_data + 1e-9 * np.eye(npar + 1))[4, 4]) if fit_horizon else math.nan
         except np.linalg.LinAlgError:
             return None
-        resid_free = math.nan
+        resid_free = free_epe = trans_flow = math.nan
         # the floor is needed only where the raw ratio could matter (above FREE_MIN_RAW_RATIO every
         # decision on it is unchanged); the dense flow costs ~6 ms a pair
         raw = float(np.median(np.abs(r))) / max(float(np.median(np.abs(same - np.median(same)))), 1e-6)
@@ -1082,13 +1100,21 @@ def direct_ground_fit(prev: np.ndarray, gray: np.ndarray, road_mask: np.ndarray,
             if in_f.sum() >= 30:
                 rf = (cv2.remap(g_l, mxf, myf, cv2.INTER_LINEAR).ravel() - tmpl)[in_f]
                 resid_free = float(np.median(np.abs(rf - np.median(rf))))
+                # does the free flow see the plane's motion? (its floor means nothing otherwise)
+                dpl = (x2 - x0.astype(np.float64))[in_f]
+                dfr = np.stack([fx.ravel(), fy.ravel()], 1)[in_f]
+                free_epe = float(np.median(np.hypot(*(dfr - dpl).T)))
+                # the part of the plane's flow its translation makes (rotation alone: tx = tz = 0)
+                q_rot = np.array([q[0], 0.0, 0.0, q[3]])
+                x_rot = ground_homography_apply(full, q_rot, f, cx, yh, h) * k - 0.5
+                trans_flow = float(np.median(np.hypot(*(x2 - x_rot)[in_f].T)))
         pick = np.nonzero(inside)[0]
         pick = pick[np.linspace(0, len(pick) - 1, min(150, len(pick))).astype(int)]
         out = {"x": q.copy(), "cov": cov_full[:4, :4], "n": int(inside.sum()),
                "inlier_frac": float(np.mean(np.abs(r) < 3.0 * max(sig, 1.0))),
                "resid": float(np.median(np.abs(r))),
                "resid_still": float(np.median(np.abs(same - np.median(same)))),
-               "resid_free": resid_free,
+               "resid_free": resid_free, "free_epe": free_epe, "trans_flow": trans_flow,
                "level": lv, "horizon_y": float(yh),
                "horizon_var": float(cov_full[4, 4]) if fit_horizon else math.nan,
                "horizon_var_data": var_h_data,

@@ -26,8 +26,9 @@ from .shots import ShotCuts, split_at_cuts
 from .track import ByteTracker
 from .video import iter_frames, probe_video
 
-PERCEPTION_VERSION = 5   # 4: tracks and ego pairs do not span shot cuts (shots.py); 5: road fits judged
-                         # against the noise floor (egomotion._fit_ratio: compressed video keeps its speed)
+PERCEPTION_VERSION = 6   # 4: tracks and ego pairs do not span shot cuts (shots.py); 5: road fits judged
+                         # against the noise floor (egomotion._fit_ratio: compressed video keeps its speed);
+                         # 6: ... only where the floor's flow agrees with the plane's (rain: no wrong speed)
 
 
 @dataclass

@@ -65,3 +65,30 @@ def test_degrade_option_rejects_nonsense():
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2
     assert "SCALE:QUALITY" in r.stderr
+
+
+@pytest.mark.parametrize("weather", ["rain", "tunnel"])
+def test_weather_copies_keep_size_and_ground_truth_and_change_every_frame(tmp_path, weather):
+    import cv2
+
+    be = _bench()
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    _fake_sequences(src, n=4)
+    be.degrade_copy(src, dst, 1.0, 95, 0.0, weather=weather)
+    seq = be.SEQUENCES[0]
+    assert (dst / seq / "gt.csv").read_text() == (src / seq / "gt.csv").read_text()
+
+    def frames(p):
+        cap = cv2.VideoCapture(str(p))
+        out = []
+        while True:
+            ok, f = cap.read()
+            if not ok:
+                return out
+            out.append(f.astype(np.float32))
+
+    a, b = frames(src / seq / "video.mp4"), frames(dst / seq / "video.mp4")
+    assert len(a) == len(b) == 4 and a[0].shape == b[0].shape
+    assert all(np.abs(x - y).mean() > 10 for x, y in zip(a, b))     # drawn over every frame
+    if weather == "tunnel":
+        assert all(y.mean() < 0.5 * x.mean() for x, y in zip(a, b))  # and much darker

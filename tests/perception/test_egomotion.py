@@ -1,5 +1,6 @@
 """Ego motion on real KITTI clips (skipped when the shared data is absent) and on bad input built
-from them or synthetically: still image, dark video, burnt-in overlay, rotated video, tiny videos."""
+from them or synthetically: still image, dark video, burnt-in overlay, rotated video, tiny videos,
+heavy compression, heavy rain, a tunnel."""
 
 import csv
 import math
@@ -328,5 +329,63 @@ def test_fit_ratio_uses_the_noise_floor_only_when_the_free_flow_measures_one():
     assert _fit_ratio(g) == pytest.approx(6 / 9)                            # no free flow: raw
     assert _fit_ratio({**g, "resid_free": 5.5}) == pytest.approx(0.5 / 3.5)  # noise floor 5.5
     assert _fit_ratio({**g, "resid_free": 7.0}) == pytest.approx(6 / 9)     # free fits worse: no floor
+    # the free flow must move the road where the plane's translation does (rain streaks: it does not)
+    agree = {**g, "resid_free": 5.5, "trans_flow": 8.0}
+    assert _fit_ratio({**agree, "free_epe": 2.0}) == pytest.approx(0.5 / 3.5)
+    assert _fit_ratio({**agree, "free_epe": 6.0}) == pytest.approx(6 / 9)
+    assert _fit_ratio({**agree, "trans_flow": 0.5, "free_epe": 0.9}) == pytest.approx(0.5 / 3.5)  # within 1 px
     assert _fit_ratio({**g, "resid_free": 8.0, "resid": 8.5}) == pytest.approx(8.5 / 9)  # < 2 levels of signal
     assert _fit_ratio({**g, "resid_free": math.nan}) == pytest.approx(6 / 9)
+
+
+def test_a_road_fit_that_slides_the_camera_sideways_is_refused():
+    from strived.perception.egomotion import _fit_ok
+
+    cam = CameraModel.from_frame_size(640, 360)
+    g = {"x": np.array([0.0, 0.0, 1.0, 0.0]), "n": 1000, "inlier_frac": 0.9, "resid": 2.0, "resid_still": 10.0,
+         "horizon_y": 180.0, "cov": np.eye(4) * 1e-4}
+    assert _fit_ok(g, 0.1, cam)                                              # 10 m/s ahead
+    assert _fit_ok({**g, "x": np.array([0.0, 0.25, 1.0, 0.0])}, 0.1, cam)    # 2.5 m/s sideways at 10: slip
+    assert not _fit_ok({**g, "x": np.array([0.0, 0.35, 1.0, 0.0])}, 0.1, cam)
+    assert not _fit_ok({**g, "x": np.array([0.0, 0.3, 0.05, 0.0])}, 0.1, cam)  # 3 m/s sideways at 0.5 m/s
+
+
+# ---------------------------------------------------------------------- rain, tunnel
+def _weather(name: str, frames):
+    """The ego-motion benchmark's synthetic weather (``bench_egomotion.py --weather``) over real frames."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_egomotion.py"
+    spec = importlib.util.spec_from_file_location("bench_egomotion", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    draw = mod.WEATHER[name]()
+    return [draw(f, k) for k, f in enumerate(frames)]
+
+
+@pytest.mark.parametrize("seq", ["kitti_raw_0005", "kitti_odometry_06"])
+def test_heavy_rain_gives_no_confident_wrong_speed(seq):
+    """Rain streaks change from frame to frame like compression noise, but the dense flow that
+    measures the noise floor follows them too: against that floor a road fit going the wrong way
+    looked good (kitti_raw_0005: -4.9 m/s published for 3.2 m/s, errors up to 6 m/s at confidence
+    >= 0.5). Speeds shown with confidence >= 0.5 stay within max(1.5 m/s, 30 %) of the truth."""
+    a = START[seq]
+    frames = load_frames(seq, 40, start=a)
+    gt = load_gt(seq)
+    _, s = run(_weather("rain", frames), kitti_cam(seq, frames[0]), t=gt["t"][a:a + len(frames)])
+    sp, conf = s["speed"], s["speed_conf"]
+    truth = gt["speed"][a:a + len(sp)]
+    confident = np.isfinite(sp) & (np.nan_to_num(conf) >= 0.5)
+    err = np.abs(sp - truth)[confident]
+    assert np.all(err <= np.maximum(1.5, 0.3 * truth[confident])), (seq, np.round(err, 2))
+    if not np.isfinite(sp).any():
+        assert s["status"]["speed"]["reason"]
+
+
+def test_tunnel_is_nan_or_unconfident():
+    """A tunnel: very dark, orange cast, bright ceiling lamps that sweep outwards every frame."""
+    frames = load_frames("kitti_odometry_06", 30)
+    _, s = run(_weather("tunnel", frames), kitti_cam("kitti_odometry_06", frames[0]))
+    assert unconfident_or_nan(s)
+    if np.isnan(s["speed"]).all():
+        assert s["status"]["speed"]["reason"]
