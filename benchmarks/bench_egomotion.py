@@ -207,9 +207,8 @@ WEATHER = {"rain": HeavyRain, "tunnel": Tunnel}
 
 def degrade_copy(root: Path, dst: Path, scale: float, quality: int, blur_px: float = DEGRADE_BLUR_PX,
                  weather: str | None = None) -> Path:
-    """Copies of the sequences at ``scale`` x the resolution, blurred and JPEG-compressed per frame
-    (``quality`` 100 and ``scale`` 1: no compression step worth the name), with ``weather`` (a key of
-    WEATHER) drawn over the frames first."""
+    """Copies of the sequences at ``scale`` x the resolution, blurred (``blur_px`` > 0) and JPEG-compressed
+    per frame, with ``weather`` (a key of WEATHER) drawn over the frames first."""
     import shutil
 
     import cv2
@@ -260,7 +259,7 @@ def run(data_dir: str | Path, detector: str = "nanodet-g", fps: float = 10.0,
         import tempfile
 
         # weather alone: full size, no extra blur, near-lossless JPEG
-        scale, quality, blur = degrade + (DEGRADE_BLUR_PX,) if degrade is not None else (1.0, 95, 0.0)
+        scale, quality, blur = (*degrade, DEGRADE_BLUR_PX) if degrade is not None else (1.0, 95, 0.0)
         with tempfile.TemporaryDirectory(prefix="strived-egodeg-") as tmp:
             res = run(degrade_copy(root, Path(tmp), scale, quality, blur, weather=weather), detector, fps)
         res["degraded"] = {"scale": scale, "jpeg_quality": quality, "blur_px": blur, "weather": weather,

@@ -346,10 +346,9 @@ class EgoMotionEstimator:
                               cam.camera_height_m, init, fit_horizon=True,
                               horizon_sd=max(self.horizon_sd(cam), PITCH_JITTER_PX) if informative else 0.3,
                               occluder=occluder,
-                              free_flow=lambda q, yh: _free_flow(prev, gray, int(yh * s) - 8))
+                              free_flow=lambda yh: _free_flow(prev, gray, int(yh * s) - 8))
         if g is not None:
-            g["ratio"] = step.fit_ratio = _fit_ratio(g)
-            step.resid_still = g["resid_still"]
+            step.fit_ratio, step.resid_still = g["ratio"], g["resid_still"]
         if g is not None and _fit_ok(g, dt, cam):
             step.ground = g
             g["horizon_informative"] = informative
@@ -530,8 +529,7 @@ class EgoMotionEstimator:
             v_sd[k] = math.hypot(max(ks * math.sqrt(max(cq[2, 2], 0.0)) / dt[k], SPEED_SIGMA_FLOOR),
                                  SPEED_REL_SIGMA * v[k])
             # a pair whose fit leaves much of the change unexplained counts for less
-            ratio = st.ground.get("ratio", st.ground["resid"] / max(st.ground["resid_still"], 1e-6))
-            v_sd[k] *= 1.0 + 4.0 * max(0.0, ratio - 0.25)
+            v_sd[k] *= 1.0 + 4.0 * max(0.0, st.ground["ratio"] - 0.25)
             w_road[k] = q[0] / dt[k] / kf
             w_road_sd[k] = max(math.sqrt(max(cq[0, 0], 0.0)) / dt[k] / kf, YAW_SIGMA_FLOOR)
             p_rate[k] = math.atan(q[3] / f_fin) / dt[k]
@@ -867,7 +865,7 @@ def _fit_ok(g: dict, dt: float, cam: CameraModel) -> bool:
     if abs(q[1]) / dt > max(MAX_LATERAL_MPS, MAX_LATERAL_REL * abs(q[2]) / dt):
         return False
     # the model must explain the change much better than "nothing moved"
-    if g.get("ratio", g["resid"] / max(g["resid_still"], 1e-6)) > MAX_RESID_RATIO and g["resid_still"] > 2.0:
+    if g["ratio"] > MAX_RESID_RATIO and g["resid_still"] > 2.0:
         return False
     hz = g["horizon_y"]
     if not (0.15 * cam.height < hz < 0.85 * cam.height):
@@ -971,9 +969,9 @@ def direct_ground_fit(prev: np.ndarray, gray: np.ndarray, road_mask: np.ndarray,
     px (slow driving barely constrains it). Returns q, covariance, horizon (and its
     variance), the share of inlier pixels, the residual against "no motion", and ~150 sample road
     points (full-frame px) for re-expressing the motion at another horizon; None without texture.
-    With ``free_flow`` (``(q, horizon) ->`` dense flow prev -> gray in work px, or None), also the
+    With ``free_flow`` (``horizon ->`` dense flow prev -> gray in work px, or None), also the
     residual of that flow on the same pixels (``resid_free``: the noise floor the planar model is
-    judged against).
+    judged against). ``ratio`` (``_fit_ratio``) is the share of the change the fit leaves unexplained.
     """
     import cv2
 
@@ -1089,8 +1087,10 @@ def direct_ground_fit(prev: np.ndarray, gray: np.ndarray, road_mask: np.ndarray,
         resid_free = free_epe = trans_flow = math.nan
         # the floor is needed only where the raw ratio could matter (above FREE_MIN_RAW_RATIO every
         # decision on it is unchanged); the dense flow costs ~6 ms a pair
-        raw = float(np.median(np.abs(r))) / max(float(np.median(np.abs(same - np.median(same)))), 1e-6)
-        ff = free_flow(q, yh) if free_flow is not None and lv == 1.0 and raw > FREE_MIN_RAW_RATIO else None
+        resid = float(np.median(np.abs(r)))
+        resid_still = float(np.median(np.abs(same - np.median(same))))
+        raw = resid / max(resid_still, 1e-6)
+        ff = free_flow(yh) if free_flow is not None and lv == 1.0 and raw > FREE_MIN_RAW_RATIO else None
         if ff is not None and ff.shape[:2] == g_l.shape:
             fx = cv2.remap(ff[..., 0], x0[:, 0].reshape(1, -1), x0[:, 1].reshape(1, -1), cv2.INTER_LINEAR)
             fy = cv2.remap(ff[..., 1], x0[:, 0].reshape(1, -1), x0[:, 1].reshape(1, -1), cv2.INTER_LINEAR)
@@ -1112,14 +1112,14 @@ def direct_ground_fit(prev: np.ndarray, gray: np.ndarray, road_mask: np.ndarray,
         pick = pick[np.linspace(0, len(pick) - 1, min(150, len(pick))).astype(int)]
         out = {"x": q.copy(), "cov": cov_full[:4, :4], "n": int(inside.sum()),
                "inlier_frac": float(np.mean(np.abs(r) < 3.0 * max(sig, 1.0))),
-               "resid": float(np.median(np.abs(r))),
-               "resid_still": float(np.median(np.abs(same - np.median(same)))),
+               "resid": resid, "resid_still": resid_still,
                "resid_free": resid_free, "free_epe": free_epe, "trans_flow": trans_flow,
                "level": lv, "horizon_y": float(yh),
                "horizon_var": float(cov_full[4, 4]) if fit_horizon else math.nan,
                "horizon_var_data": var_h_data,
                "cov5": cov_full[:5, :5].copy() if fit_horizon else None,
                "samples": full[pick].copy()}
+        out["ratio"] = _fit_ratio(out)
     return out
 
 

@@ -69,7 +69,7 @@ def test_degrade_option_rejects_nonsense():
 
 @pytest.mark.parametrize("weather", ["rain", "tunnel"])
 def test_weather_copies_keep_size_and_ground_truth_and_change_every_frame(tmp_path, weather):
-    import cv2
+    from strived.perception.video import iter_frames
 
     be = _bench()
     src, dst = tmp_path / "src", tmp_path / "dst"
@@ -79,13 +79,7 @@ def test_weather_copies_keep_size_and_ground_truth_and_change_every_frame(tmp_pa
     assert (dst / seq / "gt.csv").read_text() == (src / seq / "gt.csv").read_text()
 
     def frames(p):
-        cap = cv2.VideoCapture(str(p))
-        out = []
-        while True:
-            ok, f = cap.read()
-            if not ok:
-                return out
-            out.append(f.astype(np.float32))
+        return [f.image.astype(np.float32) for f in iter_frames(p, 0)]   # every frame
 
     a, b = frames(src / seq / "video.mp4"), frames(dst / seq / "video.mp4")
     assert len(a) == len(b) == 4 and a[0].shape == b[0].shape

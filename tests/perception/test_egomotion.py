@@ -343,7 +343,7 @@ def test_a_road_fit_that_slides_the_camera_sideways_is_refused():
 
     cam = CameraModel.from_frame_size(640, 360)
     g = {"x": np.array([0.0, 0.0, 1.0, 0.0]), "n": 1000, "inlier_frac": 0.9, "resid": 2.0, "resid_still": 10.0,
-         "horizon_y": 180.0, "cov": np.eye(4) * 1e-4}
+         "ratio": 0.2, "horizon_y": 180.0, "cov": np.eye(4) * 1e-4}
     assert _fit_ok(g, 0.1, cam)                                              # 10 m/s ahead
     assert _fit_ok({**g, "x": np.array([0.0, 0.25, 1.0, 0.0])}, 0.1, cam)    # 2.5 m/s sideways at 10: slip
     assert not _fit_ok({**g, "x": np.array([0.0, 0.35, 1.0, 0.0])}, 0.1, cam)
