@@ -873,15 +873,43 @@ def _fit_ok(g: dict, dt: float, cam: CameraModel) -> bool:
     return math.sqrt(max(g["cov"][2, 2], 0.0)) / dt < 2.0
 
 
-def ground_homography(q, f: float, cx: float, yh: float, h: float) -> np.ndarray:
-    """3x3 image homography of ground points under the planar motion ``q = (w, tx, tz, p)``."""
-    w, tx, tz, p = q
+def _ground_to_image(f: float, cx: float, yh: float, h: float) -> tuple[np.ndarray, np.ndarray]:
+    """G: ground (X, Z, 1) -> image (homogeneous), and its inverse."""
     G = np.array([[f, cx, 0.0], [0.0, yh, f * h], [0.0, 1.0, 0.0]])
     # inverse of G: Z = w', X = (u' - cx w') / f, 1 = (v' - yh w') / (f h)
     Gi = np.array([[1.0 / f, 0.0, -cx / f], [0.0, 0.0, 1.0], [0.0, 1.0 / (f * h), -yh / (f * h)]])
+    return G, Gi
+
+
+def _planar_motion(q) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """T: the ground points' motion (yaw w, then translation tx, tz); P: the image shift p; cos w, sin w."""
+    w, tx, tz, p = q
     c, s_ = math.cos(w), math.sin(w)
     T = np.array([[c, s_, -(c * tx + s_ * tz)], [-s_, c, s_ * tx - c * tz], [0.0, 0.0, 1.0]])
     P = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, p], [0.0, 0.0, 1.0]])
+    return T, P, c, s_
+
+
+def ground_homography(q, f: float, cx: float, yh: float, h: float) -> np.ndarray:
+    """3x3 image homography of ground points under the planar motion ``q = (w, tx, tz, p)``."""
+    G, Gi = _ground_to_image(f, cx, yh, h)
+    T, P, _, _ = _planar_motion(q)
+    return P @ G @ T @ Gi
+
+
+def ground_homographies(qs: np.ndarray, f: float, cx: float, yh: float, h: float) -> np.ndarray:
+    """``ground_homography`` of each row of (k,4) ``qs`` at once: (k,3,3)."""
+    qs = np.asarray(qs, dtype=np.float64)
+    w, tx, tz, p = qs.T
+    G, Gi = _ground_to_image(f, cx, yh, h)
+    c, s_ = np.cos(w), np.sin(w)
+    T = np.zeros((len(qs), 3, 3))
+    T[:, 0, 0], T[:, 0, 1], T[:, 0, 2] = c, s_, -(c * tx + s_ * tz)
+    T[:, 1, 0], T[:, 1, 1], T[:, 1, 2] = -s_, c, s_ * tx - c * tz
+    T[:, 2, 2] = 1.0
+    P = np.zeros((len(qs), 3, 3))
+    P[:, 0, 0] = P[:, 1, 1] = P[:, 2, 2] = 1.0
+    P[:, 1, 2] = p
     return P @ G @ T @ Gi
 
 
@@ -892,6 +920,46 @@ def ground_homography_apply(pts: np.ndarray, q, f: float, cx: float, yh: float, 
     z = x[:, 2:3]
     z = np.where(np.abs(z) < 1e-9, 1e-9, z)
     return x[:, :2] / z
+
+
+def ground_homography_jacobian(pts: np.ndarray, q, f: float, cx: float, yh: float, h: float,
+                               with_horizon: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """``ground_homography_apply`` and its analytic derivatives.
+
+    Returns the mapped (n,2) points and (n,2,m) d(u,v)/d(w, tx, tz, p[, yh]), m = 4 or 5: the
+    homography ``P G T Gi`` is linear in each factor, so each derivative is one 3x3 matrix applied
+    to the points, then the quotient rule of the perspective division.
+    """
+    _, tx, tz, _ = q
+    G, Gi = _ground_to_image(f, cx, yh, h)
+    T, P, c, s_ = _planar_motion(q)
+    dT = np.array([
+        [[-s_, c, s_ * tx - c * tz], [-c, -s_, c * tx + s_ * tz], [0.0, 0.0, 0.0]],  # d/dw
+        [[0.0, 0.0, -c], [0.0, 0.0, s_], [0.0, 0.0, 0.0]],  # d/dtx
+        [[0.0, 0.0, -s_], [0.0, 0.0, -c], [0.0, 0.0, 0.0]],  # d/dtz
+    ])
+    PG = P @ G
+    TGi = T @ Gi
+    mats = [PG @ dT[0] @ Gi, PG @ dT[1] @ Gi, PG @ dT[2] @ Gi,
+            np.array([[0.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]]) @ G @ TGi]  # d/dp
+    if with_horizon:
+        dG = np.array([[0.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
+        dGi = np.array([[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, -1.0 / (f * h)]])
+        mats.append(P @ (dG @ TGi + G @ T @ dGi))
+    Hm = PG @ TGi
+    D = np.concatenate([Hm] + mats)  # (3 (1+m), 3): every matrix's rows, one product for all
+    xh = pts @ D[:, :2].T + D[:, 2]  # (n, 3 (1+m))
+    z = xh[:, 2]
+    z = np.where(np.abs(z) < 1e-9, 1e-9, z)
+    iz = 1.0 / z
+    uv = xh[:, :2] * iz[:, None]
+    m = len(mats)
+    J = np.empty((len(pts), 2, m))
+    for i in range(m):
+        c0 = 3 * (i + 1)
+        J[:, 0, i] = (xh[:, c0] - uv[:, 0] * xh[:, c0 + 2]) * iz
+        J[:, 1, i] = (xh[:, c0 + 1] - uv[:, 1] * xh[:, c0 + 2]) * iz
+    return uv, J
 
 
 def _coarse_search(prev, gray, road_mask, scale: float, cam: CameraModel, hz: float, dt: float,
@@ -925,7 +993,7 @@ def _coarse_search(prev, gray, road_mask, scale: float, cam: CameraModel, hz: fl
         cands += [[q_prev[0] + dw, 0.0, q_prev[2] + dv * dt, 0.0] for dw in (-0.004, 0.0, 0.004)
                   for dv in np.arange(-3.0, 3.01, 0.5)]
     cands = np.asarray(cands)
-    Hs = np.stack([ground_homography(q, cam.focal_px, cam.cx, hz, cam.camera_height_m) for q in cands])
+    Hs = ground_homographies(cands, cam.focal_px, cam.cx, hz, cam.camera_height_m)
     ph = np.concatenate([pts, np.ones((len(pts), 1))], 1)
     x = ph[None] @ Hs.transpose(0, 2, 1)
     z = np.where(np.abs(x[..., 2]) < 1e-9, 1e-9, x[..., 2])
@@ -944,6 +1012,18 @@ def _coarse_search(prev, gray, road_mask, scale: float, cam: CameraModel, hz: fl
     if not np.isfinite(err[k]):
         return None, n_tex
     return cands[k].astype(np.float64), n_tex
+
+
+def _strongest(vals: np.ndarray, k: int) -> np.ndarray:
+    """Ascending positions of the ``k`` largest ``vals``, ties going to the earlier position (the
+    set a stable descending sort would keep), by partition rather than a full sort."""
+    n = len(vals)
+    if k >= n:
+        return np.arange(n)
+    thr = np.partition(vals, n - k)[n - k]
+    above = np.flatnonzero(vals > thr)
+    tied = np.flatnonzero(vals == thr)[:k - len(above)]
+    return np.sort(np.concatenate([above, tied]))
 
 
 def _grad_mag(img: np.ndarray) -> np.ndarray:
@@ -980,7 +1060,6 @@ def direct_ground_fit(prev: np.ndarray, gray: np.ndarray, road_mask: np.ndarray,
     npar = 5 if fit_horizon else 4
     bright = 0.0
     out = None
-    steps = np.array([2e-4, 2e-3, 2e-3, 0.05])
     prior_sd = np.array([np.inf, 0.1, np.inf, 4.0])
     for lv in levels:
         k = lv * scale  # full-frame px -> level px
@@ -1001,8 +1080,8 @@ def direct_ground_fit(prev: np.ndarray, gray: np.ndarray, road_mask: np.ndarray,
         if len(xs) < 40:
             continue
         if len(xs) > max_points:
-            order = np.argsort(-mag[ys, xs], kind="stable")[:max_points * 2]
-            order = np.sort(order)[np.linspace(0, len(order) - 1, max_points).astype(int)]
+            order = _strongest(mag[ys, xs], max_points * 2)
+            order = order[np.linspace(0, len(order) - 1, max_points).astype(int)]
             ys, xs = ys[order], xs[order]
         tmpl = p_l[ys, xs]
         full = (np.stack([xs, ys], 1).astype(np.float64) + 0.5) / k
@@ -1024,18 +1103,8 @@ def direct_ground_fit(prev: np.ndarray, gray: np.ndarray, road_mask: np.ndarray,
             iy = cv2.remap(gy2, mx, my, cv2.INTER_LINEAR).ravel()[inside]
             r = i2 - tmpl[inside] - bright
             J = np.empty((len(r), npar + 1))
-            fin = full[inside]
-            x2i = x2[inside]
-            for pi in range(npar):
-                if pi < 4:
-                    dq = np.zeros(4)
-                    dq[pi] = steps[pi]
-                    xd = ground_homography_apply(fin, q + dq, f, cx, yh, h) * k - 0.5
-                    dxy = (xd - x2i) / steps[pi]
-                else:
-                    xd = ground_homography_apply(fin, q, f, cx, yh + 0.5, h) * k - 0.5
-                    dxy = (xd - x2i) / 0.5
-                J[:, pi] = ix * dxy[:, 0] + iy * dxy[:, 1]
+            _, dxy = ground_homography_jacobian(full[inside], q, f, cx, yh, h, with_horizon=fit_horizon)
+            J[:, :npar] = (ix[:, None] * dxy[:, 0] + iy[:, None] * dxy[:, 1]) * k
             J[:, npar] = -1.0
             sig = 1.4826 * np.median(np.abs(r - np.median(r))) + 1e-3
             cth = 1.345 * max(sig, 1.0)
@@ -1225,13 +1294,9 @@ def _refit_at_horizon(fits: list[dict], horizons, cam: CameraModel):
         q = g["x"].copy()
         # with a lower horizon the same image motion means a larger depth: scale the start
         for _ in range(8):
-            x2 = ground_homography_apply(a, q, f, cx, yh_new, h)
+            x2, Jp = ground_homography_jacobian(a, q, f, cx, yh_new, h)
             r = (x2 - b).ravel()
-            J = np.empty((len(r), 4))
-            for pi, eps in enumerate((1e-4, 1e-3, 1e-3, 0.02)):
-                dq = np.zeros(4)
-                dq[pi] = eps
-                J[:, pi] = ((ground_homography_apply(a, q + dq, f, cx, yh_new, h) - x2).ravel()) / eps
+            J = Jp.reshape(-1, 4)
             try:
                 delta = -np.linalg.lstsq(J, r, rcond=None)[0]
             except np.linalg.LinAlgError:

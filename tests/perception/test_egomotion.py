@@ -338,6 +338,48 @@ def test_fit_ratio_uses_the_noise_floor_only_when_the_free_flow_measures_one():
     assert _fit_ratio({**g, "resid_free": math.nan}) == pytest.approx(6 / 9)
 
 
+@pytest.mark.parametrize("q", [(0.01, 0.05, 1.2, 0.3), (-0.03, -0.2, 0.4, -1.0), (0.0, 0.0, 0.7, 0.0)])
+def test_the_road_fit_jacobian_matches_finite_differences(q):
+    """The direct road fit's Gauss-Newton steps use analytic derivatives of the ground homography;
+    they must agree with central differences of the mapping itself (horizon row included)."""
+    from strived.perception.egomotion import ground_homography_apply, ground_homography_jacobian
+
+    rng = np.random.default_rng(1)
+    pts = np.stack([rng.uniform(0, 1242, 400), rng.uniform(190, 375, 400)], 1)
+    f, cx, yh, h = 707.0, 600.0, 172.0, 1.65
+    q = np.asarray(q, float)
+    uv, jac = ground_homography_jacobian(pts, q, f, cx, yh, h, with_horizon=True)
+    assert jac.shape == (400, 2, 5)
+    np.testing.assert_allclose(uv, ground_homography_apply(pts, q, f, cx, yh, h))
+    for i in range(5):
+        e = 1e-6
+        if i < 4:
+            d = np.zeros(4)
+            d[i] = e
+            fd = (ground_homography_apply(pts, q + d, f, cx, yh, h) - ground_homography_apply(pts, q - d, f, cx, yh, h))
+        else:
+            fd = ground_homography_apply(pts, q, f, cx, yh + e, h) - ground_homography_apply(pts, q, f, cx, yh - e, h)
+        fd /= 2 * e
+        np.testing.assert_allclose(jac[:, :, i], fd, rtol=1e-5, atol=1e-5 * max(np.abs(fd).max(), 1.0))
+    _, jac4 = ground_homography_jacobian(pts, q, f, cx, yh, h)
+    np.testing.assert_allclose(jac4, jac[:, :, :4])
+
+
+def test_batched_homographies_and_strongest_pixels_equal_their_plain_forms():
+    """The coarse search builds all candidate homographies at once and the road fit picks its
+    strongest pixels by partition: both must give exactly what the one-by-one forms give."""
+    from strived.perception.egomotion import _strongest, ground_homographies, ground_homography
+
+    rng = np.random.default_rng(2)
+    qs = rng.normal(size=(40, 4)) * [0.02, 0.1, 1.0, 1.0]
+    one = np.stack([ground_homography(q, 500.0, 320.0, 180.0, 1.3) for q in qs])
+    np.testing.assert_array_equal(ground_homographies(qs, 500.0, 320.0, 180.0, 1.3), one)
+    for n, k in [(10, 4), (3000, 4000), (50000, 4000)]:
+        for vals in (rng.random(n).astype(np.float32), np.round(rng.random(n) * 20).astype(np.float32)):
+            want = np.sort(np.argsort(-vals, kind="stable")[:k])  # ties: earlier position first
+            np.testing.assert_array_equal(_strongest(vals, k), want)
+
+
 def test_a_road_fit_that_slides_the_camera_sideways_is_refused():
     from strived.perception.egomotion import _fit_ok
 
