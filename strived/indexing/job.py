@@ -185,7 +185,7 @@ def index_folder(folder: str | os.PathLike, library, *, sample_fps: float = 10.0
     Raises FileNotFoundError for a missing folder, LibraryError when the library cannot be written.
     """
     from ..perception.detect import make_detector
-    from ..perception.pipeline import PerceptionConfig
+    from ..perception.pipeline import PerceptionConfig, detector_options
 
     t_start = time.perf_counter()
     folder = Path(folder)
@@ -199,7 +199,7 @@ def index_folder(folder: str | os.PathLike, library, *, sample_fps: float = 10.0
     if ray_address is None:
         if detector is not None:  # a caller's own detector instance
             det_name = (getattr(detector, "config", None) or {}).get("detector") or getattr(detector, "name", "custom")
-        detector = detector or make_detector(cfg.detector, cfg.device)
+        detector = detector or make_detector(cfg.detector, cfg.device, **detector_options(cfg))
     # The device does not change the records; the detector and every perception setting do.
     cfg_key = state.config_key({**cfg.to_dict(), "device": None, "detector": det_name})
     todo = plan(folder, library, cfg_key, retry_failed=retry_failed, report_=rep)

@@ -500,13 +500,29 @@ class NanoDetDetector:
                             "class_thresh": {CLASSES.index("motorcycle"): (0.3, 0.35),
                                              CLASSES.index("bicycle"): (0.3, 0.35)}}
 
+    # Near pass: the network was trained at 416x416, and at the full pass's 640 px a car at contact range
+    # is larger than anything it learnt to box: in ccd_000838 the crossing sedan is found up to a side of
+    # 234 input px (2.3 s) and lost from 330 px on (2.5-2.9 s, just before the crash); at 416 px it is
+    # lost from ~300 px; at 320 px the same network finds it in every frame (0.53-0.78). A "near" box has
+    # a side of at least 224 px at the full pass's input scale (7 cells of its coarsest, 32 px level);
+    # the near pass contributes only such boxes, so smaller objects keep the full pass's boxes.
+    # ``near_width=0`` (PerceptionConfig(near_pass=False)) turns it off.
+    NEAR_INPUT_WIDTH = 320
+    NEAR_EVERY = 5            # frames between routine near passes (a car may already be at contact range)
+    NEAR_MIN_SIDE = 224.0     # input px of the full pass
+
     def __init__(self, *, device: str = "cpu", input_width: int = DEFAULT_INPUT_WIDTH, square: bool = False,
                  score_threshold: float = 0.1, model_path: str | os.PathLike | None = None,
-                 riders: str = "drop", center_offset: float = 0.5, max_candidates: int = 300):
+                 riders: str = "drop", center_offset: float = 0.5, max_candidates: int = 300,
+                 near_width: int = NEAR_INPUT_WIDTH, near_every: int = NEAR_EVERY):
         path = Path(model_path) if model_path else find_model_file(NANODET_MODEL_FILE)
         if not path.is_file():
             raise DetectorError(f"NanoDet model not found: {path}")
         self.input_width = max(64, int(input_width) // 32 * 32)
+        near = max(0, int(near_width)) // 32 * 32
+        self.near_width = near if 64 <= near < self.input_width and not square else 0  # 0: no near pass
+        self.near_every = max(1, int(near_every))
+        self.reset()
         self.square = bool(square)
         self.score_threshold = float(score_threshold)
         self.riders = riders
@@ -549,14 +565,21 @@ class NanoDetDetector:
         self.model_path = path
         self.config = {"detector": self.name, "input_width": self.input_width, "square": self.square,
                        "score_threshold": self.score_threshold, "device": self.device,
-                       "runtime": self.runtime}
+                       "runtime": self.runtime, "near_width": self.near_width}
 
-    def input_size(self, width: int, height: int) -> tuple[int, int]:
+    def reset(self) -> None:
+        """Forget the previous frames (call at the start of each video): the near pass is planned
+        from the frame before."""
+        self._near_armed = False
+        self._frames_seen = 0
+
+    def input_size(self, width: int, height: int, input_width: int | None = None) -> tuple[int, int]:
         """Network input (w, h) for a frame of ``width`` x ``height``."""
+        iw = input_width or self.input_width
         if self.square:
-            return self.input_width, self.input_width
-        h = int(np.ceil(self.input_width * height / max(width, 1) / 32.0)) * 32
-        return self.input_width, max(64, h)
+            return iw, iw
+        h = int(np.ceil(iw * height / max(width, 1) / 32.0)) * 32
+        return iw, max(64, h)
 
     def _forward(self, x: np.ndarray) -> list[np.ndarray]:
         if self.graph is not None:
@@ -567,14 +590,38 @@ class NanoDetDetector:
         return list(self.net.forward(self.output_names))
 
     def detect(self, frames: Sequence[np.ndarray]) -> list[np.ndarray]:
-        import cv2
-
+        """Detections per frame, in order. Besides the ``input_width`` pass, a near pass at
+        ``near_width`` runs on every ``near_every``-th frame and on each frame after one with a near
+        box; its near boxes join the frame's (the usual NMS keeps the better of two boxes of one object)."""
         if len(frames) == 0:
             return []
         h0, w0 = frames[0].shape[:2]
         if any(f.shape[:2] != (h0, w0) for f in frames):
             return [d for f in frames for d in self.detect([f])]
+        out = self._detect_at(frames, self.input_width)
+        if not self.near_width:
+            return out
+        for b, f in enumerate(frames):
+            if self._near_armed or self._frames_seen % self.near_every == 0:
+                near = self._detect_at([f], self.near_width)[0]
+                near = near[self._near_boxes(near, w0, h0)]
+                if len(near):
+                    out[b] = postprocess(np.concatenate([out[b], near]), riders=self.riders)
+            self._near_armed = bool(self._near_boxes(out[b], w0, h0).any())
+            self._frames_seen += 1
+        return out
+
+    def _near_boxes(self, dets: np.ndarray, w0: int, h0: int) -> np.ndarray:
         in_w, in_h = self.input_size(w0, h0)
+        k = min(in_w / w0, in_h / h0)  # frame px -> the full pass's input px
+        side = np.maximum(dets[:, 2] - dets[:, 0], dets[:, 3] - dets[:, 1]) * k
+        return side >= self.NEAR_MIN_SIDE
+
+    def _detect_at(self, frames: Sequence[np.ndarray], input_width: int) -> list[np.ndarray]:
+        import cv2
+
+        h0, w0 = frames[0].shape[:2]
+        in_w, in_h = self.input_size(w0, h0, input_width)
         scale = min(in_w / w0, in_h / h0)
         nw, nh = max(1, int(round(w0 * scale))), max(1, int(round(h0 * scale)))
         x = np.zeros((len(frames), 3, in_h, in_w), np.float32)  # padding = the mean colour

@@ -70,6 +70,9 @@ STILL_FLOW_PX = 0.3             # median background flow below this (and road st
 STILL_SPEED_MPS = 0.4
 STILL_CHECK_SPEED_MPS = 2.0     # a road fit slower than this must agree with a still background
 MIN_STATIONARY_STEPS = 3        # consecutive still pairs needed to call the ego stopped
+SCENE_CELL_PX = 16              # scenery evidence grid (work px): cells where corners moved with the scene
+SCENE_MIN_SHARE = 0.5           # a still pair's corners must lie on such cells this often, once the scene
+#                                 has been seen moving (>= STATIC_MIN_MOVING_FRAMES pairs), to mean "stopped"
 DARK_MEAN_GRAY = 45.0           # darker frames (median): speed confidence reduced
 DARK_ROAD_GRAY = 20.0           # a road region darker than this is not used at all
 ROAD_DELAY_FRAMES = 10          # road fits run this many frames late (static mask learnt first)
@@ -135,6 +138,7 @@ class _Step:
     brightness: float
     bg_flow_px: float = math.nan          # median background flow (work px)
     bg_flow_p75: float = math.nan         # its 75th percentile (static overlays cannot pull it down)
+    bg_cells: np.ndarray | None = None    # scenery-grid cells of the background corners of a still pair
     rates: tuple = (math.nan, math.nan, math.nan)   # far-point yaw (+left), pitch, roll rates (rad/s)
     road_pixels: int = 0                  # textured road pixels available
     ground: dict | None = None            # direct fit: q, cov, horizon_y, horizon_var, samples, ...
@@ -170,6 +174,8 @@ class EgoMotionEstimator:
         self._mov_changed: np.ndarray | None = None
         self._n_moving = 0
         self._static_cache: tuple[int, np.ndarray | None] = (-1, None)
+        self._scene_cells: np.ndarray | None = None  # scenery grid: corners moved there with the scene
+        self._scene_pairs = 0                         # pairs whose background swept by
         self._last_q: np.ndarray | None = None
         self._pending: list = []              # pairs waiting for their road fit
         self._sky_stats: list[tuple[float, float, float, float]] = []  # top/bottom third brightness, texture
@@ -284,6 +290,7 @@ class EgoMotionEstimator:
                 mags = np.linalg.norm(b - a, axis=1)
                 step.bg_flow_px = float(np.median(mags))
                 step.bg_flow_p75 = float(np.percentile(mags, 75))
+                self._scene_evidence(a, mags, step, gray.shape)
                 M, inl = cv2.estimateAffinePartial2D(a, b, method=cv2.RANSAC,
                                                      ransacReprojThreshold=2.0, maxIters=500)
                 if M is not None and inl is not None and inl.sum() >= 8:
@@ -391,6 +398,27 @@ class EgoMotionEstimator:
         return yaw, pitch, roll
 
     # ------------------------------------------------------------------ static pixels
+    def _scene_evidence(self, a: np.ndarray, mags: np.ndarray, step: _Step, shape) -> None:
+        """Mark the grid cells where background corners moved while the scene swept by, and keep the
+        cells of a still pair's corners. A windscreen reflection or the dashboard never moves with the
+        scene: once the scene has been seen moving, a pair is "still" only on corners of the scenery."""
+        gh, gw = (shape[0] + SCENE_CELL_PX - 1) // SCENE_CELL_PX, (shape[1] + SCENE_CELL_PX - 1) // SCENE_CELL_PX
+        if self._scene_cells is None or self._scene_cells.shape != (gh, gw):
+            self._scene_cells = np.zeros((gh, gw), bool)
+        cells = (np.clip(a[:, 1] // SCENE_CELL_PX, 0, gh - 1).astype(int) * gw
+                 + np.clip(a[:, 0] // SCENE_CELL_PX, 0, gw - 1).astype(int))
+        if step.bg_flow_px > MOVING_FLOW_PX:
+            self._scene_cells.flat[cells[mags > MOVING_FLOW_PX]] = True
+            self._scene_pairs += 1
+        elif step.bg_flow_px < STILL_FLOW_PX:
+            step.bg_cells = cells
+
+    def _on_scenery(self, st: _Step) -> bool:
+        """Do a still pair's corners show the scenery (not only what never moves with it)?"""
+        if self._scene_pairs < STATIC_MIN_MOVING_FRAMES or st.bg_cells is None or self._scene_cells is None:
+            return True   # the scene was never seen moving: nothing to tell scenery from overlays
+        return float(np.mean(self._scene_cells.flat[st.bg_cells])) >= SCENE_MIN_SHARE
+
     def _learn_static(self, gray: np.ndarray, diff: np.ndarray) -> None:
         g = gray.astype(np.float32)
         if self._mov_sum is None or self._mov_sum.shape != g.shape:
@@ -607,7 +635,8 @@ class EgoMotionEstimator:
             if st.frozen:
                 continue
             bg_still = (np.isfinite(st.bg_flow_px) and st.bg_flow_px < STILL_FLOW_PX
-                        and not (np.isfinite(st.bg_flow_p75) and st.bg_flow_p75 > MOVING_FLOW_PX))
+                        and not (np.isfinite(st.bg_flow_p75) and st.bg_flow_p75 > MOVING_FLOW_PX)
+                        and self._on_scenery(st))
             road_still = (not np.isfinite(v[k])) or abs(v[k]) < STILL_SPEED_MPS
             if bg_still and road_still:
                 still[k] = True

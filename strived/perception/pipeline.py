@@ -26,9 +26,10 @@ from .shots import ShotCuts, split_at_cuts
 from .track import ByteTracker
 from .video import iter_frames, probe_video
 
-PERCEPTION_VERSION = 6   # 4: tracks and ego pairs do not span shot cuts (shots.py); 5: road fits judged
+PERCEPTION_VERSION = 7   # 4: tracks and ego pairs do not span shot cuts (shots.py); 5: road fits judged
                          # against the noise floor (egomotion._fit_ratio: compressed video keeps its speed);
-                         # 6: ... only where the floor's flow agrees with the plane's (rain: no wrong speed)
+                         # 6: ... only where the floor's flow agrees with the plane's (rain: no wrong speed);
+                         # 7: NanoDet's near pass (vehicles at contact range); "stopped" only on scenery
 
 
 @dataclass
@@ -48,11 +49,19 @@ class PerceptionConfig:
     telemetry: bool = True         # read the camera's own GPS (NMEA/GPX sidecar, GoPro GPMF) when present
     signal_filter: str = "robust"  # "robust": Kalman/RTS + track quality + lane hysteresis (signals.py);
     #                                "median": the v1 median+mean window (kept for measurement)
+    near_pass: bool = True         # NanoDet-g: also detect at 320 px, for vehicles at contact range
     thumbnail_width: int = 320
     max_color_samples: int = 8
 
     def to_dict(self) -> dict:
         return {"perception_version": PERCEPTION_VERSION, **asdict(self)}
+
+
+def detector_options(cfg: PerceptionConfig) -> dict:
+    """Constructor options of ``cfg.detector`` that the config sets (the NanoDet near pass)."""
+    if not cfg.near_pass and (cfg.detector or DEFAULT_DETECTOR) == "nanodet-g":
+        return {"near_width": 0}
+    return {}
 
 
 @dataclass
@@ -100,7 +109,9 @@ def perceive_video(path: str | os.PathLike, *, video_id: str | None = None,
     cfg = config or PerceptionConfig()
     path = Path(path)
     probe = probe_video(path)
-    det = detector or make_detector(cfg.detector, cfg.device)
+    det = detector or make_detector(cfg.detector, cfg.device, **detector_options(cfg))
+    if hasattr(det, "reset"):  # a detector reused across videos plans from this video's frames only
+        det.reset()
     cam_cfg = camera_config if camera_config is not None else load_camera_config(path, root)
     W, H = probe.width, probe.height
     cam = CameraModel.from_config(W, H, cam_cfg) if cam_cfg else CameraModel.from_frame_size(W, H)

@@ -533,6 +533,17 @@ VIDEO_GATES_AT: dict[str, str] = {
 VIDEO_STAYS: frozenset[str] = frozenset({"cut_in", "cut_in_left", "cut_in_right", "cut_out"})
 VIDEO_STAY_S = (1.0, 3.0)       # the stay step 1-3 s after the step before it (3 s: clips are 4-20 s)
 
+# Events whose vehicle was already where the event ends before it moved there: a rear-end collision
+# hits the vehicle ahead *in the ego lane*. A car crossing the ego's path (a T-bone) ends at contact
+# range in front of the ego as well, with the same closing distance and jolt; it was not ahead in the
+# lane a second or more before. On video a gates-only step on the same track, with the form's lateral
+# gates only, VIDEO_LEAD_S before the approach's anchor asks that the vehicle was ahead in the lane then.
+# (Seen when perception began to track cars at contact range: ccd_000838's crossing sedan, a T-bone,
+# outranked the benchmark's one rear-end.)
+VIDEO_LEADS: frozenset[str] = frozenset({"rear_end"})
+VIDEO_LEAD_S = (1.0, 3.0)
+LATERAL_GATE_FIELDS = ("abs_loc_x", "loc_x", "lane_rel")
+
 # Ego speed from video resolves about +-0.3 m/s per frame pair (perception.egomotion: SPEED_SIGMA_FLOOR):
 # on video, a gate asking for a speed below this floor ("standing still": speed < 0.3 m/s) would
 # fail on a stopped car whose estimate wanders by that much, so such gates ask for < the floor.
@@ -594,6 +605,11 @@ def video_form(key: str) -> dict:
     if VIDEO_GATES_AT.get(key, "end") == "end":
         step = as_step(form, "moves (gates on the moving track)")
         steps = [step]
+        lateral = [g for g in form["hard_gates"] if g["field"] in LATERAL_GATE_FIELDS]
+        if key in VIDEO_LEADS and lateral:
+            lead = as_step({**copy.deepcopy(form), "hard_gates": lateral, "soft_scores": []},
+                           "ahead in the lane before (gates)")
+            steps = [lead, as_step(form, "then closes in (same track)", gap=VIDEO_LEAD_S, same_track=True)]
         if key in VIDEO_STAYS:
             steps.append(as_step({**copy.deepcopy(form), "soft_scores": []}, "then stays (same track)",
                                  gap=VIDEO_STAY_S, same_track=True))

@@ -217,8 +217,10 @@ def test_default_detector_is_nanodet(nanodet):
 def test_nanodet_runs_batched_on_synthetic_frames(nanodet):
     rng = np.random.default_rng(0)
     frames = [rng.integers(0, 255, (180, 320, 3), dtype=np.uint8), np.zeros((180, 320, 3), np.uint8)]
+    nanodet.reset()
     out = nanodet.detect(frames)
     assert len(out) == 2 and all(o.ndim == 2 and o.shape[1] == 6 and o.dtype == np.float32 for o in out)
+    nanodet.reset()                            # the same near-pass plan for the frame alone
     single = nanodet.detect(frames[:1])[0]
     np.testing.assert_allclose(single, out[0], atol=1e-3)
     mixed = nanodet.detect([frames[0], np.zeros((100, 90, 3), np.uint8)])     # different sizes
@@ -250,6 +252,60 @@ def test_nanodet_finds_the_van_on_a_real_kitti_frame(nanodet, shared_dir):
 
     iou = iou_matrix(np.array([g["bbox"] for g in gt]), vehicles[:, :4])
     assert iou.max() >= 0.6
+
+
+def test_nanodet_near_pass_finds_a_car_at_contact_range(nanodet, shared_dir):
+    """ccd_000838: the sedan crossing the ego's path fills most of the frame at 2.5-3.0 s, just
+    before the crash. The 640 px pass misses it (its boxes cannot grow that large); the near pass
+    at 320 px finds it, in every frame of the approach, as the pipeline feeds them."""
+    from strived.perception.video import iter_frames
+
+    path = shared_dir / "data" / "bench-dev" / "videos" / "ccd_000838.mp4"
+    if not path.exists():
+        pytest.skip("bench-dev video missing")
+    frames = [f.image for f in iter_frames(path, 10.0) if 2.0 <= f.t_s <= 2.95]
+    w = frames[0].shape[1]
+    fine_only = NanoDetDetector(near_width=0)
+    near_det = nanodet                         # the default
+
+    def biggest_car(dets):
+        cars = dets[(dets[:, 5] == CAR) & (dets[:, 4] >= 0.3)]
+        return float((cars[:, 2] - cars[:, 0]).max()) / w if len(cars) else 0.0
+
+    near_det.reset()
+    with_near = [biggest_car(d) for d in near_det.detect(frames[:4]) + near_det.detect(frames[4:])]
+    without = [biggest_car(d) for d in fine_only.detect(frames)]
+    late = slice(6, None)                      # 2.6-2.9 s: the sedan spans over half the frame
+    assert min(with_near[late]) >= 0.5, with_near
+    assert sum(v < 0.4 for v in without[late]) >= 3, without   # found at 640 px once in four
+    assert fine_only.config["near_width"] == 0 and near_det.config["near_width"] == 320
+
+
+def test_near_pass_schedule_every_fifth_frame_and_after_a_near_box(monkeypatch):
+    det = NanoDetDetector(near_width=320)
+    calls = []
+    frame = np.zeros((100, 200, 3), np.uint8)
+    frames = [frame.copy() for _ in range(12)]
+    frames[7][0, 0] = 1                        # the frame whose full pass finds a near box
+    near_box = np.array([[10, 10, 150, 90, 0.9, CAR]], np.float32)
+
+    def fake(fr, input_width):
+        calls.append(input_width)
+        if input_width == det.input_width:
+            return [near_box.copy() if f[0, 0, 0] == 1 else np.zeros((0, 6), np.float32) for f in fr]
+        return [np.zeros((0, 6), np.float32) for _ in fr]
+
+    monkeypatch.setattr(det, "_detect_at", fake)
+    det.reset()
+    det.detect(frames[:4])
+    det.detect(frames[4:8])
+    det.detect(frames[8:])
+    assert calls.count(det.near_width) == 4    # frames 0, 5, 8 (after the near box in 7) and 10
+    assert calls.count(det.input_width) == 3   # one batched full pass per call
+    det.reset()
+    calls.clear()
+    det.detect(frames[:1])
+    assert calls == [det.input_width, det.near_width]
 
 
 def test_nanodet_missing_model_file(tmp_path):
@@ -316,3 +372,13 @@ def test_postprocess_pairwise_rules_equal_reference():
         d = d[np.argsort(-d[:, 4], kind="stable")]
         want = _postprocess_reference(d[_nms_per_class(d, 0.45)])
         assert got.shape == want.shape and np.array_equal(got, want.astype(np.float32))
+
+
+def test_perception_runs_the_near_pass_unless_its_config_says_not():
+    from strived.perception.pipeline import PerceptionConfig, detector_options
+
+    assert NanoDetDetector.__init__.__kwdefaults__["near_width"] == NanoDetDetector.NEAR_INPUT_WIDTH
+    assert detector_options(PerceptionConfig()) == {}
+    assert detector_options(PerceptionConfig(near_pass=False)) == {"near_width": 0}
+    assert detector_options(PerceptionConfig(near_pass=False, detector="yolov3-tiny")) == {}
+    assert PerceptionConfig(near_pass=True).to_dict()["near_pass"] is True   # stored with every video

@@ -431,3 +431,45 @@ def test_tunnel_is_nan_or_unconfident():
     assert unconfident_or_nan(s)
     if np.isnan(s["speed"]).all():
         assert s["status"]["speed"]["reason"]
+
+
+# ---------------------------------------------------------------------- stationary only on scenery
+def test_a_still_pair_counts_only_on_corners_that_moved_with_the_scene():
+    """Once the scene has been seen sweeping by, a pair whose background corners are still means
+    "stopped" only if those corners lie where scenery was seen moving, not on a windscreen
+    reflection or the dashboard (which never move with the scene)."""
+    import strived.perception.egomotion as em
+
+    est = EgoMotionEstimator()
+    shape = (360, 640)
+    left = np.stack([np.linspace(10, 300, 60), np.linspace(200, 350, 60)], 1)   # road and kerb, left
+    right = np.stack([np.linspace(420, 630, 60), np.linspace(20, 200, 60)], 1)  # a reflection, right
+
+    def pair(pts, flow):
+        st = em._Step(0, 0.1, False, True, 100.0)
+        mags = np.full(len(pts), flow)
+        st.bg_flow_px = float(np.median(mags))
+        est._scene_evidence(pts, mags, st, shape)
+        return st
+
+    still_left, still_right = pair(left, 0.0), pair(right, 0.0)
+    assert est._on_scenery(still_left) and est._on_scenery(still_right)   # never seen moving: no evidence
+    for _ in range(em.STATIC_MIN_MOVING_FRAMES):
+        pair(np.concatenate([left, right]), 0.0)                            # the overlay sits still ...
+        pair(left, 3.0)                                                     # ... while the scenery sweeps by
+    assert est._on_scenery(still_left)
+    assert not est._on_scenery(still_right)
+
+
+def test_a_moving_highway_clip_with_a_car_alongside_is_not_called_stopped(shared_dir):
+    """kb_highway_dashcam1: once the near pass boxes the SUV alongside, the corners left over lie on
+    a windscreen reflection and the dashboard; they must not make the clip read 0 m/s."""
+    from strived.perception.pipeline import PerceptionConfig, perceive_video
+
+    path = shared_dir / "data" / "bench-dev" / "videos" / "kb_highway_dashcam1.mp4"
+    if not path.exists():
+        pytest.skip("bench-dev video missing")
+    rec = perceive_video(path, config=PerceptionConfig(telemetry=False)).records
+    sp, conf = rec.ego["speed"], rec.ego["speed_conf"]
+    assert rec.info.attrs["perception"]["near_pass"] is True
+    assert not np.any(np.isfinite(sp) & (np.abs(np.nan_to_num(sp)) < 0.5) & (np.nan_to_num(conf) >= 0.5))

@@ -298,19 +298,47 @@ def _rule_units(rule: dict) -> list[dict]:
     return list(rule["sequence"]) if rule.get("sequence") else [rule]
 
 
+def _shared(c: dict, p: dict) -> int:
+    """How many gates (field, operator) and soft scores (type, field, direction) two units share."""
+    gates = {(g["field"], g["op"]) for g in p.get("hard_gates") or []}
+    softs = {(q["type"], q["field"], q.get("direction")) for q in p.get("soft_scores") or []}
+    return (sum((g["field"], g["op"]) in gates for g in c.get("hard_gates") or [])
+            + sum((q["type"], q["field"], q.get("direction")) in softs for q in c.get("soft_scores") or []))
+
+
+def _align_units(cu: list[dict], pu: list[dict]) -> list[tuple[dict, dict]]:
+    """Pairs of child and parent units: one to one when both have the same number; when the child
+    has extra steps of its own (e.g. a rear-end's "ahead in the lane before"), the parent's units
+    in order onto the child's units about the same entities that share the most with them."""
+    import itertools
+
+    if len(cu) == len(pu):
+        return list(zip(cu, pu))
+    if len(cu) < len(pu) or len(cu) > 8:
+        return []
+    role = lambda u: (u.get("entity") or {}).get("role")  # noqa: E731
+    best, best_score = [], 0
+    for idx in itertools.combinations(range(len(cu)), len(pu)):
+        pairs = [(cu[i], p) for i, p in zip(idx, pu)]
+        if any(role(c) != role(p) for c, p in pairs):
+            continue
+        score = sum(_shared(c, p) for c, p in pairs)
+        if score > best_score:
+            best, best_score = pairs, score
+    return best
+
+
 def inherit_numbers(child: dict, parent: dict) -> tuple[dict, list[str]]:
     """``child`` with the numbers of the gates and soft scores it shares with ``parent`` (same
-    field and operator; same type, field and direction), unit by unit when both have the same
-    shape and the units are about the same entity (ego or other road user). Returns (new rule
-    dict, what was taken)."""
+    field and operator; same type, field and direction), unit by unit (``_align_units``) where the
+    units are about the same entity (ego or other road user). Returns (new rule dict, what was
+    taken)."""
     import copy
 
     out = copy.deepcopy(child)
     cu, pu = _rule_units(out), _rule_units(parent)
-    if len(cu) != len(pu):
-        return out, []
     taken = []
-    for c, p in zip(cu, pu):
+    for c, p in _align_units(cu, pu):
         if (c.get("entity") or {}).get("role") != (p.get("entity") or {}).get("role"):
             continue    # the ego's speed is not the lead car's
         for g in c.get("hard_gates") or []:
