@@ -415,7 +415,7 @@ class EgoMotionEstimator:
 
     def _on_scenery(self, st: _Step) -> bool:
         """Do a still pair's corners show the scenery (not only what never moves with it)?"""
-        if self._scene_pairs < STATIC_MIN_MOVING_FRAMES or st.bg_cells is None or self._scene_cells is None:
+        if self._scene_pairs < STATIC_MIN_MOVING_FRAMES or st.bg_cells is None:
             return True   # the scene was never seen moving: nothing to tell scenery from overlays
         return float(np.mean(self._scene_cells.flat[st.bg_cells])) >= SCENE_MIN_SHARE
 
