@@ -106,6 +106,9 @@ YAW_SIGMA_FLOOR = 0.01
 GATE_SIGMA = 4.0
 MAX_GAP_S = 1.0                 # no value more than this far from an accepted measurement
 JOLT_WINDOW_S = 1.0
+SHAKE_JOLT_RAD_S = 0.5          # camera rotation this far off its 1 s median (> 5 rad/s^2 within a frame
+#                                 pair at 10 fps): a shaken camera, no vehicle yaw measured there. A car
+#                                 turning at a junction reads <= 0.25 (ccd_000838 before its impact)
 CAM_REL_ERR_CONFIG = 0.03       # relative error of a configured focal length, and of a height
 SPEED_CONF_TOL_MPS = 0.5        # confidence 0.5 where the expected error is max(0.5 m/s, 15 %)
 SPEED_CONF_TOL_REL = 0.15
@@ -672,7 +675,13 @@ class EgoMotionEstimator:
             w_far[:] = np.nan
         wz = np.full(m, np.nan)
         wr = np.full(m, np.nan)
+        # a shaken camera (an impact, a loose mount, a hand-held pan) rotates faster than any car
+        # yaws: its rotation there is the camera's, not the vehicle's, so no yaw is measured there
+        jolt = self._jolt(t, j, p_rate, w_road)
+        shaken = np.nan_to_num(jolt) > SHAKE_JOLT_RAD_S
         for k in range(m):
+            if shaken[j[k]]:
+                continue
             vals, var = [], []
             if np.isfinite(w_far[k]):
                 vals.append(w_far[k])
@@ -693,7 +702,7 @@ class EgoMotionEstimator:
         near_y = _near_measurement(t, used_y, MAX_GAP_S)
         out["speed"] = np.where(near, sp, np.nan)
         out["accel"] = np.where(near, ac, np.nan)
-        out["yaw_rate"] = np.where(near_y, yaw, np.nan)
+        out["yaw_rate"] = np.where(near_y & ~shaken, yaw, np.nan)
         rel = math.hypot(f_lsd, h_lsd)  # relative scale uncertainty of the camera
         # speed error: the smoother's, the camera scale's and the horizon's (speed ~ 1/(y - y_h)^2,
         # road pixels typically 0.3 H below the horizon)
@@ -717,7 +726,7 @@ class EgoMotionEstimator:
         out["accel"][stat_frames & np.isfinite(out["accel"])] = 0.0
         out["speed_conf"][stat_frames] = np.maximum(np.nan_to_num(out["speed_conf"][stat_frames]), 0.9)
         # jolt
-        out["jolt"] = self._jolt(t, j, p_rate, w_road)
+        out["jolt"] = jolt
         # status
         status = {}
         for f in FIELDS:
@@ -1345,7 +1354,8 @@ def _ca_smooth(t: np.ndarray, z: np.ndarray, r: np.ndarray, q_psd: float):
     ``z[k]`` (NaN = none) measures the value at the middle of the interval ending at frame k
     (``x - a*dt/2``) with variance ``r[k]``. Innovations beyond GATE_SIGMA are rejected (three in
     a row are accepted: the value really changed). Returns value, derivative, value sd and the mask
-    of accepted measurements.
+    of accepted measurements. Before the first and after the last accepted measurement the value
+    is held (not extrapolated) and the derivative is NaN.
     """
     n = len(t)
     val = np.full(n, np.nan)
@@ -1398,6 +1408,15 @@ def _ca_smooth(t: np.ndarray, z: np.ndarray, r: np.ndarray, q_psd: float):
         Ps[k] = Ps[k] + C @ (Ps[k + 1] - Pp_s[k + 1]) @ C.T
     val, der = xs[:, 0].copy(), xs[:, 1].copy()
     sd = np.sqrt(np.maximum(Ps[:, 0, 0], 0.0))
+    # Beyond the first and last accepted measurements the model would carry the trend on (a yaw
+    # rate rising at 2.7 rad/s^2 when the fits stop at an impact became a 2 rad/s "spin" 0.5 s
+    # later): hold the value at the boundary instead; its sd keeps growing as predicted, and the
+    # derivative there is not known.
+    if used.any():
+        k0, k1 = int(np.argmax(used)), n - 1 - int(np.argmax(used[::-1]))
+        val[:k0], val[k1 + 1:] = val[k0], val[k1]
+        der[:k0] = np.nan
+        der[k1 + 1:] = np.nan
     return val, der, sd, used
 
 

@@ -26,10 +26,11 @@ from .shots import ShotCuts, split_at_cuts
 from .track import ByteTracker
 from .video import iter_frames, probe_video
 
-PERCEPTION_VERSION = 7   # 4: tracks and ego pairs do not span shot cuts (shots.py); 5: road fits judged
+PERCEPTION_VERSION = 8   # 4: tracks and ego pairs do not span shot cuts (shots.py); 5: road fits judged
                          # against the noise floor (egomotion._fit_ratio: compressed video keeps its speed);
                          # 6: ... only where the floor's flow agrees with the plane's (rain: no wrong speed);
-                         # 7: NanoDet's near pass (vehicles at contact range); "stopped" only on scenery
+                         # 7: NanoDet's near pass (vehicles at contact range); "stopped" only on scenery;
+                         # 8: ego series held, not extrapolated, beyond the first/last accepted fit
 
 
 @dataclass

@@ -473,3 +473,48 @@ def test_a_moving_highway_clip_with_a_car_alongside_is_not_called_stopped(shared
     sp, conf = rec.ego["speed"], rec.ego["speed_conf"]
     assert rec.info.attrs["perception"]["near_pass"] is True
     assert not np.any(np.isfinite(sp) & (np.abs(np.nan_to_num(sp)) < 0.5) & (np.nan_to_num(conf) >= 0.5))
+
+
+def test_the_smoother_holds_the_last_value_instead_of_extrapolating_the_trend():
+    import strived.perception.egomotion as em
+
+    """ccd_000838: the road and far-point fits stop at an impact while the yaw rate is rising; the
+    constant-acceleration model carried the rise on for the next 0.5 s and published a 2 rad/s spin
+    no frame measured. Beyond the last (and before the first) accepted measurement the value is held
+    and the derivative is unknown."""
+    t = np.arange(30) * 0.1
+    z = np.full(30, np.nan)
+    r = np.full(30, np.nan)
+    z[3:20] = 0.1 + 0.25 * np.arange(17) * 0.1   # a rate rising at 0.25 /s^2 ... then nothing
+    r[3:20] = 0.01 ** 2
+    val, der, sd, used = em._ca_smooth(t, z, r, 1.0)
+    k0, k1 = 3, 19
+    assert used[k0] and used[k1] and not used[k1 + 1:].any()
+    assert np.allclose(val[k1 + 1:], val[k1])
+    assert np.allclose(val[:k0], val[k0])
+    assert np.all(np.isnan(der[k1 + 1:])) and np.all(np.isnan(der[:k0]))
+    assert np.all(np.isfinite(der[k0:k1 + 1])) and abs(der[k1] - 0.25) < 0.1
+    assert np.all(np.diff(sd[k1:]) > 0)                 # the held value grows less certain
+
+
+def test_a_camera_shaken_by_an_impact_measures_no_vehicle_yaw(shared_dir):
+    """ccd_000838: the ego turns gently (~0.3 rad/s) and then T-bones a sedan; the impact throws the
+    camera about (jolt 1.3-2.2 rad/s) and its rotation read as a 1.45 rad/s yaw rate, extrapolated to
+    2 rad/s after the fits stopped: the clip "turned left" by ~1.7 rad. The vehicle's yaw is unknown
+    where the camera is shaken, and is not carried on past the last fit."""
+    import strived.perception.egomotion as em
+    from strived.perception.pipeline import PerceptionConfig, perceive_video
+
+    path = shared_dir / "data" / "bench-dev" / "videos" / "ccd_000838.mp4"
+    if not path.exists():
+        pytest.skip("bench-dev video missing")
+    rec = perceive_video(path, config=PerceptionConfig(telemetry=False)).records
+    yaw, jolt, t = rec.ego["yaw_rate"], rec.ego["jolt"], rec.t
+    shaken = np.nan_to_num(jolt) > em.SHAKE_JOLT_RAD_S
+    assert shaken.sum() >= 3                                   # the impact is still seen as a jolt
+    assert np.all(np.isnan(yaw[shaken]))
+    before = t < 2.7
+    assert np.nanmax(yaw[before]) > 0.2                        # the gentle turn before it is kept
+    heading = np.nansum(np.nan_to_num(yaw[1:]) * np.diff(t))
+    assert 0.3 < heading < 1.0
+    assert np.nanmax(np.abs(yaw)) < 1.0
