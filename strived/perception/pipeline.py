@@ -30,7 +30,8 @@ PERCEPTION_VERSION = 8   # 4: tracks and ego pairs do not span shot cuts (shots.
                          # against the noise floor (egomotion._fit_ratio: compressed video keeps its speed);
                          # 6: ... only where the floor's flow agrees with the plane's (rain: no wrong speed);
                          # 7: NanoDet's near pass (vehicles at contact range); "stopped" only on scenery;
-                         # 8: ego series held, not extrapolated, beyond the first/last accepted fit
+                         # 8: no vehicle yaw where the camera is shaken (jolt); ego series held, not
+                         # extrapolated, beyond the first/last accepted fit
 
 
 @dataclass
