@@ -92,6 +92,8 @@ def gate_witness_text(g: dict) -> str:
     when = (f", {g['first_s']:.1f}–{g['last_s']:.1f} s" if g.get("first_s") is not None else "")
     frac = g.get("fraction")
     share = f" ({frac:.0%} of its samples)" if frac is not None else ""
+    if g.get("held_s") is not None:           # a gate held for a duration: its longest run
+        share = f" (held {g['held_s']:.1f} s unbroken)"
     if tid < 0:
         whose = ""
     elif g.get("is_peak_track"):

@@ -60,7 +60,9 @@ AGG_ITEMS = [("any", "best track"), ("consensus", "best and mean")]
 
 META_KEYS = ("event", "description", "confidence", "scoring_notes")
 ENTITY_KEYS = {"role", "class_filter", "selection", "agg_mode"}
-GATE_KEYS = {"field", "op", "value", "min_time_fraction"}
+GATE_KEYS = {"field", "op", "value", "min_time_fraction", "min_seconds"}
+#: the gate's number boxes, by document key
+GATE_NUMBERS = ("value", "min_time_fraction", "min_seconds")
 SOFT_KEYS = {"temporal_change": {"type", "field", "window_seconds", "magnitude", "min_delta",
                                  "direction", "weight", "min_fraction"},
              "monotonic_trend": {"type", "field", "direction", "min_duration_seconds", "weight",
@@ -138,7 +140,7 @@ def representable(doc: Any) -> str | None:
         for k in ("field", "op"):
             if k in g and not isinstance(g[k], str):
                 return f"gate {i + 1}'s {k} is not a text"
-        for k in ("value", "min_time_fraction"):
+        for k in GATE_NUMBERS:
             if k in g and not _exact(g[k]):
                 return f"gate {i + 1}'s {k} is not a number the form can show"
     for i, s in enumerate(doc.get("soft_scores", [])):
@@ -248,7 +250,8 @@ class _Row(QFrame):
 
 
 class GateRow(_Row):
-    """One hard gate: [field] [op] [value] unit, optionally "in ≥ x of the frames"."""
+    """One hard gate: [field] [op] [value] unit, optionally "in ≥ x of the frames" or "held for
+    ≥ s s" (an unbroken run of that many seconds; the schema refuses both at once)."""
 
     def __init__(self, form: "RuleForm"):
         super().__init__(form)
@@ -262,7 +265,13 @@ class GateRow(_Row):
         frac = _num_edit(self, "any", "extension: the condition must hold in at least this "
                                       "fraction (0–1] of the track's frames; empty = in one "
                                       "frame at least", 50)
-        self.widgets = {"field": f, "op": op, "value": val, "min_time_fraction": frac}
+        secs = _num_edit(self, "–", "extension: the condition must hold over an unbroken run of "
+                                    "at least this many seconds (a duration, in a clip of any "
+                                    "length; a frame without a value breaks the run); empty = in "
+                                    "one frame at least. Not together with the fraction", 50)
+        secs.setObjectName("gateSeconds")
+        self.widgets = {"field": f, "op": op, "value": val, "min_time_fraction": frac,
+                        "min_seconds": secs}
         top = QHBoxLayout()
         top.setContentsMargins(0, 0, 0, 0)
         top.addWidget(f)
@@ -273,6 +282,10 @@ class GateRow(_Row):
         top.addWidget(_dim("in ≥", self))
         top.addWidget(frac)
         top.addWidget(_dim("of its frames", self))
+        top.addSpacing(8)
+        top.addWidget(_dim("or held for ≥", self))
+        top.addWidget(secs)
+        top.addWidget(_dim("s", self))
         top.addStretch(1)
         top.addWidget(self.remove)
         lay = QVBoxLayout(self)
@@ -288,12 +301,13 @@ class GateRow(_Row):
         _set_combo(self.widgets["op"], OPS.get(g.get("op"), g.get("op", "lt")))
         self.widgets["value"].setText(number_text(g.get("value")))
         self.widgets["min_time_fraction"].setText(number_text(g.get("min_time_fraction")))
+        self.widgets["min_seconds"].setText(number_text(g.get("min_seconds")))
         self.update_hint()
 
     def document(self) -> dict:
         d: dict[str, Any] = {"field": self.widgets["field"].currentData(),
                              "op": self.widgets["op"].currentData()}
-        for k in ("value", "min_time_fraction"):
+        for k in GATE_NUMBERS:
             v = number_value(self.widgets[k].text())
             if v is not None:
                 d[k] = v

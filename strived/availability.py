@@ -145,8 +145,10 @@ def unjudgeable(avails: dict[str, dict], rule, videos=None, groups: AvailGroups 
     ``groups``: `AvailGroups` of ``avails`` over the videos asked about (replaces ``videos``)."""
     # a sequence rule cannot be judged when one of its steps cannot (every step must be realised)
     parts = list(rule.sequence) if getattr(rule, "sequence", None) is not None else [rule]
-    fractions = [(g.field, g.min_time_fraction) for p in parts for g in p.hard_gates
-                 if g.field in EGO_FIELDS]
+    # the share of the clip with a value that a "for >= x of the clip" gate needs (x), or that a
+    # "held for >= s seconds" gate needs to be judged (MIN_SECONDS_COVERAGE)
+    fractions = [(g.field, g.min_time_fraction if g.min_seconds is None else MIN_SECONDS_COVERAGE)
+                 for p in parts for g in p.hard_gates if g.field in EGO_FIELDS]
     parts = [(list(dict.fromkeys(g.field for g in p.hard_gates)),
               list(dict.fromkeys(s.field for s in p.soft_scores))) for p in parts]
     if groups is None:
@@ -157,13 +159,20 @@ def unjudgeable(avails: dict[str, dict], rule, videos=None, groups: AvailGroups 
     return dict(zip(groups.ids[at].tolist(), [list(miss_of[g]) for g in groups.group[at].tolist()]))
 
 
+#: A gate held for a duration (``min_seconds``) on an ego field known on less than this share of
+#: the clip's frames ("mostly unknown", status ``partial``) cannot be judged: every unknown frame
+#: breaks a run, so a clip that stood still for 10 s reads as never still for 3 s when the speed
+#: estimate drops out every other second; such a video is unknown, not a non-match.
+MIN_SECONDS_COVERAGE = 0.5
+
+
 def _missing(av: dict, parts: list, fractions: list) -> list[str]:
     """The fields a video with availability ``av`` lacks for a rule (`unjudgeable`)."""
     miss: list[str] = []
     for gates, softs in parts:
         miss += [f for f in gates if field_available(av, f) is False and f not in miss]
-        # "for >= x of the clip" on a field estimated on less than x of it: the frames without
-        # a value could decide either way
+        # "for >= x of the clip" on a field estimated on less than x of it, or "held for >= s
+        # seconds" on a field mostly unknown: the frames without a value could decide either way
         miss += [f for f, frac in fractions if frac is not None and f not in miss
                  and field_available(av, f) and _coverage(av, f) < frac - 1e-9]
         miss_soft = [f for f in softs if field_available(av, f) is False]

@@ -734,7 +734,7 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
                     f"SELECT id, path FROM videos WHERE id IN ({','.join('?' * len(ids))})", ids).fetchall())
             else:
                 vids_meta = dict(library.conn.execute("SELECT id, path FROM videos").fetchall())
-        rel = float(rel_model.predict(hit_features(per_source, k))[0]) if rel_model is not None else None
+        rel = float(rel_model.predict(hit_features(per_source, k, match))[0]) if rel_model is not None else None
         hits.append(SearchHit(rank=k, video_id=vid, path=vids_meta.get(vid), score=float(sc),
                               span_s=span, per_source=per_source, peak_track=peak,
                               steps=steps, absent=absent if steps is not None else None, relevance=rel))

@@ -40,6 +40,13 @@ def register(subparsers) -> None:
                         "product's pipeline (a library's perceived videos, or a benchmark's video "
                         "items, indexed first), 'tracks' on imported track records (default: every "
                         "video of AUX). The engine scores each video with its own profile's rules")
+    p.add_argument("--split", choices=("all", "design"), default="all",
+                   help="'design': calibrate only on the design split of the benchmark (without the "
+                        "sources of resources/design_holdout.json), so the holdout stays unseen")
+    p.add_argument("--sources", choices=("auto", "none"), default="auto",
+                   help="'auto' (default): with benchmark labels, numbers move only on evidence from "
+                        "two or more sources and an event keeps its calibrated numbers only where they "
+                        "beat the hand-written form on sources left out of the fit; 'none': plain AP")
     p.add_argument("--cv", type=int, default=0, metavar="K",
                    help="also run K-fold out-of-sample evaluation (folds by source/sequence)")
     p.set_defaults(func=run)
@@ -119,6 +126,19 @@ def run(args) -> int:
         labels = labels.merge(labels_from_benchmark(bench, vids))
     if args.benchmark:
         labels = labels.merge(labels_from_benchmark(args.benchmark, vids))
+    groups = None
+    bench_dir = args.benchmark or (bench if args.benchmark_labels else None)
+    if bench_dir is not None:
+        from ..evaluation.bench import load_benchmark, split_benchmark
+
+        b = load_benchmark(bench_dir)
+        if args.split == "design":
+            keep = {it.id for it in split_benchmark(b, "design").items}
+            vids = [v for v in vids if v in keep]
+        if args.sources == "auto":
+            groups = {it.id: it.group for it in b.items}
+    elif args.split == "design":
+        raise StrivedError("--split design needs benchmark labels (--benchmark or --benchmark-labels)")
     labels.videos = list(vids)
     if not any(labels.positives.values()):
         raise StrivedError("no weak labels: give --captions, --labels, --marks, "
@@ -149,8 +169,13 @@ def run(args) -> int:
         if not args.events:
             raise StrivedError("--update needs --events (the events to recalibrate)")
         prov = {**base.provenance, f"update:{','.join(args.events)}": prov}
+    if groups is not None:
+        prov["sources"] = ("numbers move only on AP gains that hold with any one source left out; "
+                           "calibrated numbers ship only where they beat the hand form on held-out sources")
+    if args.split == "design":
+        prov["split"] = "design (the design holdout's sources were not read)"
     library, reports = calibrate_library(scorer, labels, args.events, progress=TerminalProgress(),
-                                         provenance=prov, base=base, **kw)
+                                         provenance=prov, base=base, groups=groups, **kw)
     library.save(args.out)
     print(f"{'event':22s} {'pos':>4s} {'neg':>4s} {'start':>6s} {'best':>6s} iters")
     for r in reports:

@@ -36,12 +36,12 @@ def _cv_libraries(ctx: EvalContext, profiles: bool = True):
     if key in ctx.cache:
         return ctx.cache[key]
     from ..rulelib.fit.calibrate import calibrate_library
-    from ..rulelib.fit.crossval import make_folds
 
     scorer = scorer_for(ctx.library)
     vids = [v for v in scorer.video_ids if v in set(ctx.bench.item_ids)]
     labels = labels_from_queries(ctx.bench, vids)
-    folds = make_folds(vids, ctx.cv_folds)
+    folds = eval_folds(ctx, vids)
+    groups_of = item_groups(ctx)
     prof = ctx.library.video_profiles()
     groups = sorted({prof.get(v, "tracks") for v in vids}) if profiles else [None]
     libs = []
@@ -52,10 +52,30 @@ def _cv_libraries(ctx: EvalContext, profiles: bool = True):
             from ..rulelib.library import RuleLibrary
 
             lib, _ = calibrate_library(scorer, labels.restrict(tr),
-                                       base=RuleLibrary.uncalibrated(profile=g or "tracks"))
+                                       base=RuleLibrary.uncalibrated(profile=g or "tracks"),
+                                       groups=groups_of)
             libs.append(({v for v in fold if g is None or prof.get(v, "tracks") == g}, lib))
     ctx.cache[key] = libs
     return libs
+
+
+def item_groups(ctx: EvalContext) -> dict[str, str]:
+    """Item id -> its source (the manifest's ``group``, or the id's prefix)."""
+    return {it.id: it.group for it in ctx.bench.items}
+
+
+def eval_folds(ctx: EvalContext, vids: list[str]) -> list[list[str]]:
+    """The cross-fitting folds over ``vids``: one per source (``--cv source``: leave one source
+    out), or K folds of whole recording sequences (``--cv K``)."""
+    from ..rulelib.fit.crossval import make_folds
+
+    if ctx.cv_folds == "source":
+        g = item_groups(ctx)
+        return make_folds(vids, len(vids) + 1, group_fn=lambda v: g.get(v, v))
+    from ..rulelib.fit.crossval import group_of
+
+    orig = {it.id: it.mirror_of for it in ctx.bench.items if it.mirror_of}
+    return make_folds(vids, int(ctx.cv_folds), group_fn=lambda v: group_of(orig.get(v, v)))
 
 
 def _shipped_libraries(ctx: EvalContext, calibrated: bool, profiles: bool):
@@ -202,8 +222,48 @@ def _cv_router_weights(ctx, q: BenchQuery, variant: dict) -> dict[str, float]:
     return w
 
 
+def _fold_searches(ctx, q: BenchQuery, sources, variant: dict, top_k: int = 10**9):
+    """Per source fold: (held-out item ids, the product's search over all items with router
+    weights fitted on the other queries' labels over the *other* sources' items only)."""
+    from ..retrieval.router_fit import Example, fit_router
+
+    hits = rule_hits(ctx, q, **variant)[0] if "rule" in sources else None
+    for fold in eval_folds(ctx, list(ctx.bench.item_ids)):
+        held = set(fold)
+        exs = []
+        for o in ctx.bench.queries:
+            if o.id == q.id or not (set(o.relevant) - held):
+                continue
+            ex = _example(ctx, o, variant)
+            keep = {s: [i for i, v in enumerate(r) if v not in held] for s, r in ex.rankings.items()}
+            exs.append(Example(ex.query, {s: [ex.rankings[s][i] for i in ix] for s, ix in keep.items()},
+                               ex.relevant - held, ex.ambiguous - held, ex.kind,
+                               {s: [ex.scores[s][i] for i in ix] for s, ix in keep.items() if s in ex.scores}))
+        w = fit_router(exs).weights(q.text)[0] if exs else {s: 1.0 for s in sources}
+        try:
+            resp = search(ctx.library, q.text, sources=sources, weights={s: w.get(s, 0.0) for s in sources},
+                          top_k=top_k, span_k=0, llm=ctx.llm, rule_hits=hits)
+        except SourceUnavailable as e:
+            raise MethodUnavailable(str(e)) from None
+        yield held, resp
+
+
+def _source_fold_fusion(ctx, q: BenchQuery, sources, variant: dict) -> MethodOutput:
+    """Leave-one-source-out fusion: each fold's fused scores of its own items (`_fold_searches`),
+    merged into one ranking."""
+    fused: dict[str, float] = {}
+    for held, resp in _fold_searches(ctx, q, sources, variant):
+        fused.update({h.video_id: h.score for h in resp.hits if h.video_id in held})
+    order = sorted(fused, key=lambda v: (-fused[v], v))
+    spans = rule_hits(ctx, q, **variant)[1] if "rule" in sources else {}
+    return MethodOutput(order, dict(spans))
+
+
 def _search(ctx, q, sources, weights=None, router="auto", **variant) -> MethodOutput:
     hits = spans = None
+    if (weights is None and router == "auto" and len(sources) > 1 and ctx.cv_folds == "source"
+            and ctx.llm is None):
+        return _source_fold_fusion(ctx, q, sources, variant)
     if "rule" in sources:
         hits, spans = rule_hits(ctx, q, **variant)
     if weights is None and router == "auto" and len(sources) > 1 and ctx.cv_folds and ctx.llm is None:
@@ -272,52 +332,109 @@ def _rule_hand(ctx, q):
     return MethodOutput([h.video_id for h in resp.hits], {h.video_id: h.span_s for h in resp.hits if h.span_s})
 
 
-def fit_router_on_benchmark(ctx: EvalContext, provenance: dict | None = None):
+def fit_router_on_benchmark(ctx: EvalContext, provenance: dict | None = None, heldout: dict | None = None):
     """The fusion router fitted on every query of the benchmark (the product's rule variant), for
-    shipping or for a user's own labelled folder (`strived eval --fit-router`)."""
-    from ..retrieval.router_fit import fit_router
+    shipping or for a user's own labelled folder (`strived eval --fit-router`).
+
+    ``heldout``: the evaluation's ``methods`` figures. When they hold the fitted router ("full")
+    and equal weights measured out of sample and the fitted router does not beat equal weights on
+    mAP, the router returned keeps equal weights for every query kind, and says so."""
+    from ..retrieval.router_fit import EQUAL, FittedRouter, fit_router
 
     exs = [_example(ctx, q, {}) for q in ctx.bench.queries if q.relevant]
-    return fit_router(exs, provenance={"benchmark": ctx.bench.name, **(provenance or {})})
+    prov = {"benchmark": ctx.bench.name, **(provenance or {})}
+    fr = fit_router(exs, provenance=prov)
+    full, eq = (heldout or {}).get("full"), (heldout or {}).get("equal")
+    if full is not None and eq is not None:
+        cmp = {"fitted": {k: round(full[k], 4) for k in ("mAP", "Acc@1")},
+               "equal": {k: round(eq[k], 4) for k in ("mAP", "Acc@1")}}
+        if full["mAP"] <= eq["mAP"]:
+            return FittedRouter({}, EQUAL, {**fr.provenance, "heldout": cmp, "decision": (
+                "equal weights for every query kind: the fitted router did not beat them out of sample "
+                f"(mAP {full['mAP']:.3f} vs {eq['mAP']:.3f}, {ctx.cv_folds} cross-fitting)")})
+        fr.provenance.update(heldout=cmp, decision="fitted cells: they beat equal weights out of sample")
+    return fr
 
 
-def relevance_groups(ctx: EvalContext, top: int = 50) -> list[tuple]:
-    """Per query: (feature rows, labels) of the full system's top ``top`` hits, searched the way
-    the "full" method does (cross-fitted rules and router weights when ``ctx.cv_folds``), so the
-    evidence is out-of-sample. Labels: 1 relevant, 0 not; ambiguous items are left out."""
-    import numpy as np
+def query_match(ctx: EvalContext, text: str) -> dict:
+    """The matcher's answer for a query as the product gives it (event, calibrated confidence):
+    evaluation searches pass cross-fitted rule hits, so their responses carry no match."""
+    key = ("match", text)
+    if key not in ctx.cache:
+        from ..engine import resolve_profile_rules
+        from ..query import parse_query
 
+        ctx.cache[key] = resolve_profile_rules(parse_query(text), library=ctx.library, llm=ctx.llm)[1]
+    return ctx.cache[key]
+
+
+def _relevance_rows(ctx: EvalContext, q: BenchQuery, resp, keep=None):
+    """(feature rows, labels, item sources) of a response's hits; ambiguous items left out."""
     from ..retrieval.relevance import hit_features
 
-    out = []
-    for q in ctx.bench.queries:
-        hits, _ = rule_hits(ctx, q)
-        weights = _cv_router_weights(ctx, q, {}) if ctx.cv_folds and ctx.llm is None else None
-        try:
-            resp = search(ctx.library, q.text, sources=SOURCES, weights=weights, top_k=top, span_k=0,
-                          llm=ctx.llm, rule_hits=hits)
-        except SourceUnavailable as e:
-            raise MethodUnavailable(str(e)) from None
-        if sorted(resp.sources_used) != sorted(SOURCES):
-            raise MethodUnavailable(f"query {q.id}: sources {resp.sources_used} (all three are needed)")
-        items, amb = set(ctx.bench.item_ids), set(q.ambiguous)
-        rows, ys = [], []
-        for h in resp.hits:
-            if h.video_id not in items or h.video_id in amb:
-                continue
-            rows.append(hit_features(h.per_source, h.rank))
-            ys.append(1.0 if h.video_id in q.relevant else 0.0)
-        if rows:
-            out.append((np.vstack(rows), np.asarray(ys)))
-    return out
+    items, amb, grp = set(ctx.bench.item_ids), set(q.ambiguous), item_groups(ctx)
+    rows, ys, gs = [], [], []
+    for h in resp.hits:
+        if h.video_id not in items or h.video_id in amb or (keep is not None and h.video_id not in keep):
+            continue
+        rows.append(hit_features(h.per_source, h.rank, query_match(ctx, q.text)))
+        ys.append(1.0 if h.video_id in q.relevant else 0.0)
+        gs.append(grp.get(h.video_id, ""))
+    return rows, ys, gs
+
+
+def out_of_scope_queries(part: str = "fit") -> list[str]:
+    """The shipped out-of-scope queries (``resources/out_of_scope_queries.json``): ``fit`` or
+    ``heldout``."""
+    import json
+    from pathlib import Path
+
+    p = Path(__file__).resolve().parents[2] / "resources" / "out_of_scope_queries.json"
+    return list(json.loads(p.read_text(encoding="utf-8"))[part])
+
+
+def relevance_groups(ctx: EvalContext, top: int = 50, by: str = "query",
+                     out_of_scope: list[str] = ()) -> list[tuple]:
+    """(feature rows, labels) of the full system's top ``top`` hits, searched the way the "full"
+    method does (cross-fitted rules and router weights when ``ctx.cv_folds``), so the evidence is
+    out-of-sample. Labels: 1 relevant, 0 not; ambiguous items are left out. One group per query
+    (``by="query"``) or per item source (``by="source"``: for leave-one-source-out fitting).
+    ``out_of_scope``: query texts no item answers (every hit a non-match), added as queries."""
+    import numpy as np
+
+    per: dict[str, tuple[list, list]] = {}
+    extra = [BenchQuery(f"oos{k}", t, []) for k, t in enumerate(out_of_scope)]
+    for q in list(ctx.bench.queries) + extra:
+        if ctx.cv_folds == "source" and ctx.llm is None:
+            parts = list(_fold_searches(ctx, q, SOURCES, {}, top_k=top))
+        else:
+            hits, _ = rule_hits(ctx, q)
+            weights = _cv_router_weights(ctx, q, {}) if ctx.cv_folds and ctx.llm is None else None
+            try:
+                parts = [(None, search(ctx.library, q.text, sources=SOURCES, weights=weights, top_k=top,
+                                       span_k=0, llm=ctx.llm, rule_hits=hits))]
+            except SourceUnavailable as e:
+                raise MethodUnavailable(str(e)) from None
+        for held, resp in parts:
+            if sorted(resp.sources_used) != sorted(SOURCES):
+                raise MethodUnavailable(f"query {q.id}: sources {resp.sources_used} (all three are needed)")
+            rows, ys, gs = _relevance_rows(ctx, q, resp, held)
+            for r, y, g in zip(rows, ys, gs):
+                key = q.id if by == "query" else g
+                per.setdefault(key, ([], []))
+                per[key][0].append(r), per[key][1].append(y)
+    return [(np.vstack(r), np.asarray(y)) for _, (r, y) in sorted(per.items()) if r]
 
 
 def fit_relevance_on_benchmark(ctx: EvalContext, provenance: dict):
     """The relevance model fitted on every query of the benchmark, with held-out figures."""
     from ..retrieval.relevance import fit_with_heldout
 
-    model, metrics = fit_with_heldout(relevance_groups(ctx))
+    by = "source" if ctx.cv_folds == "source" else "query"
+    oos = out_of_scope_queries("fit")
+    model, metrics = fit_with_heldout(relevance_groups(ctx, by=by, out_of_scope=oos))
+    provenance = {**provenance, "out_of_scope_queries": len(oos)}
     model.provenance = {"benchmark": ctx.bench.name, "sources": list(SOURCES),
-                        "hits_per_query": 50, **provenance, "heldout_leave_one_query_out": metrics}
+                        "hits_per_query": 50, **provenance, f"heldout_leave_one_{by}_out": metrics}
     return model
 

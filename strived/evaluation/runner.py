@@ -68,12 +68,43 @@ def _span_overlap(span, truths) -> bool:
     return any(min(span[1], b) - max(span[0], a) > 0 for a, b in truths)
 
 
-def run_eval(bench: Benchmark, library, methods=DEFAULT_METHODS, *, llm=None, cv_folds: int = 0,
+def _calibration_text(cv_folds, rule_library) -> str:
+    if rule_library is not None:
+        return f"rule library {rule_library.version} as it is"
+    if cv_folds == "source":
+        return "cross-fitted, leave one source out (rule numbers, router and relevance nested)"
+    if cv_folds:
+        return f"cross-fitted, {cv_folds} folds by source and sequence"
+    return "shipped library as it is"
+
+
+def per_source_metrics(bench: Benchmark, rankings: dict[str, list[str]]) -> dict[str, dict]:
+    """Each source's figures: per query, the ranking restricted to that source's items, scored
+    against its relevant items (queries without one in the source are left out)."""
+    group = {it.id: it.group for it in bench.items}
+    out = {}
+    for g in sorted(set(group.values())):
+        rows = []
+        for q in bench.queries:
+            rel = [r for r in q.relevant if group.get(r) == g]
+            if not rel:
+                continue
+            ranked = [v for v in rankings.get(q.id, []) if group.get(v) == g]
+            rows.append(query_metrics(ranked, rel, [a for a in q.ambiguous if group.get(a) == g]))
+        if rows:
+            m = summarize(rows)
+            out[g] = {"n_queries": len(rows), "n_items": sum(1 for v in group.values() if v == g),
+                      "mAP": m["mAP"], "Acc@1": m["Acc@1"], "MRR": m["MRR"]}
+    return out
+
+
+def run_eval(bench: Benchmark, library, methods=DEFAULT_METHODS, *, llm=None, cv_folds: "int | str" = 0,
              rule_library=None, progress: ProgressFn = None, cancel: CancelFn = None) -> dict:
     """Evaluate ``methods`` on every query. Returns the docs/formats.md section 3 document.
 
     ``cv_folds`` > 0 cross-fits the calibrated library (out-of-sample numbers on the benchmark
-    the shipped library was fitted on)."""
+    the shipped library was fitted on); ``"source"`` leaves one source out at a time, with the
+    rule numbers and the fusion router fitted inside each fold."""
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise StrivedError(f"unknown method(s) {unknown}; valid: {', '.join(METHODS)}")
@@ -83,19 +114,18 @@ def run_eval(bench: Benchmark, library, methods=DEFAULT_METHODS, *, llm=None, cv
     items = set(bench.item_ids)
     in_lib = set(library.video_ids()) & items
     out = {"benchmark": bench.name, "n_items": len(bench.items), "n_queries": len(bench.queries),
-           "calibration": (f"cross-fitted, {cv_folds} folds by source and sequence" if cv_folds
-                           else f"rule library {rule_library.version} as it is" if rule_library is not None
-                           else "shipped library as it is"),
+           "calibration": _calibration_text(cv_folds, rule_library),
            "n_items_searchable": len(in_lib),
            "not_searchable": sorted(items - in_lib),
-           "methods": {}, "skipped": {}, "localisation": {}, "latency_ms": {}, "queries": []}
+           "methods": {}, "skipped": {}, "localisation": {}, "latency_ms": {}, "per_source": {},
+           "queries": []}
     per_q: dict[str, dict] = {q.id: {"id": q.id, "text": q.text, "event": q.event,
                                      "n_relevant": len(q.relevant), "methods": {}} for q in bench.queries}
     total = len(methods) * len(bench.queries)
     done = 0
     for m in methods:
         fn = METHODS[m][0]
-        rows, loc_hits, loc_n, lat = [], 0, 0, []
+        rows, loc_hits, loc_n, lat, ranked_by_q = [], 0, 0, [], {}
         try:
             for q in bench.queries:
                 check_cancel(cancel)
@@ -103,6 +133,7 @@ def run_eval(bench: Benchmark, library, methods=DEFAULT_METHODS, *, llm=None, cv
                 res = fn(ctx, q)
                 lat.append((time.perf_counter() - t0) * 1e3)
                 ranked = [v for v in res.ranking if v in items]
+                ranked_by_q[q.id] = ranked
                 qm = query_metrics(ranked, q.relevant, q.ambiguous)
                 rows.append(qm)
                 clean = [v for v in ranked if v not in set(q.ambiguous)]
@@ -124,6 +155,7 @@ def run_eval(bench: Benchmark, library, methods=DEFAULT_METHODS, *, llm=None, cv
             done += len(bench.queries) - len(rows)
             continue
         out["methods"][m] = summarize(rows)
+        out["per_source"][m] = per_source_metrics(bench, ranked_by_q)
         out["localisation"][m] = {"top1_relevant_with_span": loc_n,
                                   "span_overlap": (loc_hits / loc_n) if loc_n else None}
         lat.sort()
@@ -143,6 +175,24 @@ def format_table(res: dict) -> str:
                      (f"{100 * loc:8.1f}" if loc is not None else f"{'-':>8}"))
     for m, why in res["skipped"].items():
         lines.append(f"{m:<12}  skipped: {why}")
+    return "\n".join(lines)
+
+
+def format_per_source(res: dict) -> str:
+    """mAP / Acc@1 per source (rows) and method (columns), in %: where the gap between sources is."""
+    ps = res.get("per_source") or {}
+    methods = [m for m in res["methods"] if ps.get(m)]
+    if not methods:
+        return ""
+    groups = sorted({g for m in methods for g in ps[m]})
+    lines = ["per source: mAP / Acc@1 in %, over the queries with a relevant item of that source "
+             "(ranking restricted to its items)",
+             f"{'source':<34}{'nq':>4}" + "".join(f"{m[:13]:>14}" for m in methods)]
+    for g in groups:
+        nq = next((ps[m][g]["n_queries"] for m in methods if g in ps[m]), 0)
+        cells = [f"{100 * ps[m][g]['mAP']:5.1f}/{100 * ps[m][g]['Acc@1']:5.1f}" if g in ps[m] else "-"
+                 for m in methods]
+        lines.append(f"{g[:33]:<34}{nq:>4}" + "".join(f"{c:>14}" for c in cells))
     return "\n".join(lines)
 
 

@@ -166,6 +166,40 @@ def _clauses(text: str) -> list[str]:
     return out
 
 
+# The crossing events, by who crosses (`_crosser`).
+CROSSING_EVENTS = {"pedestrian": "pedestrian_crossing", "bicycle": "cyclist_crossing",
+                   "vehicle": "crossing_vehicle", "animal": "dynamic_object_crossing"}
+
+
+def _crosser(clause: str, cue: re.Match) -> str | None:
+    """Who crosses at the crossing cue ``cue``: the road user named nearest before it (the ego's
+    own phrases left out: "a woman crosses in front of our car"); a cycling verb makes a person a
+    cyclist ("a man cycles across"); a pronoun or no noun ("someone steps out") is read from the
+    cue's verb: cycling, driving, else a person on foot. None: nothing names who crosses."""
+    head = clause[:cue.end()]
+    for m in V.EGO.finditer(head):
+        head = head[:m.start()] + " " * (m.end() - m.start()) + head[m.end():]
+    if not cue.group(0).startswith("cross") and head.strip() != clause[:cue.end()].strip() and \
+            not any(rx.search(head) for rx in (V.CROSSER_ANIMAL, V.CROSSER_VEHICLE, V.CROSSER_PEDESTRIAN,
+                                               V.CROSSER_CYCLIST, V.CROSSER_PRONOUN)):
+        return None                    # only the ego moves ("we pull out into ...", "we drive across")
+    best, where = None, -1
+    for who, rx in (("animal", V.CROSSER_ANIMAL), ("vehicle", V.CROSSER_VEHICLE),
+                    ("pedestrian", V.CROSSER_PEDESTRIAN), ("bicycle", V.CROSSER_CYCLIST),
+                    ("someone", V.CROSSER_PRONOUN)):
+        for m in rx.finditer(head):
+            if m.end() > where or (m.end() == where and who == "bicycle"):
+                best, where = who, m.end()
+    verb = cue.group(0)
+    if best in ("pedestrian", "someone", None) and V.CROSSING_BY_BIKE.search(verb):
+        return "bicycle"
+    if best in ("someone", None) and V.CROSSING_BY_CAR.search(verb):
+        return "vehicle"
+    if best == "someone" or (best is None and re.search(r"\b(walk|step|stroll|jog|wander|amble|run|ran)", verb)):
+        return "pedestrian"
+    return best
+
+
 def _scan(text: str, evidence: list | None = None) -> set[str]:
     """Events asserted by ``text``; appends `Evidence` to ``evidence`` when given."""
     found: set[str] = set()
@@ -185,7 +219,9 @@ def _scan(text: str, evidence: list | None = None) -> set[str]:
         found |= asserted
         left, right = bool(V.SIDE_LEFT.search(clause)), bool(V.SIDE_RIGHT.search(clause))
         side = "left" if left and not right else "right" if right and not left else None
-        ego = V.EGO.search(clause)
+        leads = [m.span() for m in V.LEAD.finditer(clause)]
+        ego = next((e for e in V.EGO.finditer(clause)            # not "the car we're following"
+                    if not any(a <= e.start() < b for a, b in leads)), None)
         derived: list[tuple[str, str]] = []
         if "cut_in" in asserted and side:
             derived.append((f"cut_in_{side}", f"cut in + {side}"))
@@ -194,8 +230,16 @@ def _scan(text: str, evidence: list | None = None) -> set[str]:
             if side:
                 derived.append((f"overtaken_{side}", f"overtake + {side}"))
         m = V.TURN.search(clause)
-        if m and ego and side and not _negated(clause, m.start()):
-            derived.append((f"ego_turn_{side}", f"{ego.group(0)} + {m.group(0)} + {side}"))
+        # a turn with a side: the ego's, when it names the ego or no road user ("turning left")
+        if m and side and not _negated(clause, m.start()) and (ego or not V.ROAD_USER.search(clause)):
+            derived.append((f"ego_turn_{side}", f"{ego.group(0) if ego else '(ego)'} + {m.group(0)} + {side}"))
+        m = V.CROSSING.search(clause)
+        who = _crosser(clause, m) if m and not _negated(clause, m.start()) else None
+        if who is not None:
+            # who crosses picks the crossing event: a person on foot, a cyclist, a vehicle
+            key = CROSSING_EVENTS[who]
+            found -= set(CROSSING_EVENTS.values()) - {key}
+            derived.append((key, f"{who} + {m.group(0).strip()}"))
         m = V.BRAKE.search(clause)
         if m and not _negated(clause, m.start()):
             lead = V.LEAD.search(clause[:m.start()])
@@ -204,6 +248,20 @@ def _scan(text: str, evidence: list | None = None) -> set[str]:
                 found.discard("hard_brake")        # the ego's event; here another vehicle brakes
             elif ego:
                 derived.append(("ego_brake", f"{ego.group(0)} + {m.group(0)}"))
+        m = V.LANE_LEAVE.search(clause)
+        lead = V.LEAD.search(clause[:m.start()]) if m else None
+        if m and lead and "cut_in" not in asserted and not _negated(clause, m.start()) and not (
+                ego and ego.start() < m.start()):
+            # the vehicle ahead leaves the lane: a cut-out, not a lane change of ours
+            found -= {"lane_change", "ego_lane_change", "lane_change_clear"}
+            asserted -= {"lane_change"}
+            derived.append(("cut_out", f"{lead.group(0)} + {m.group(0)}"))
+        if "cut_in" in asserted and ego and not V.ROAD_USER.search(clause[:ego.start()]) and \
+                re.search(r"\b(in)?to (the|a|an|another) (?!ego\b)(\w+ )?lane\b", clause):
+            # the ego merging into a lane changes lanes ("we merge into the left lane")
+            found -= {"cut_in", "cut_in_left", "cut_in_right"}
+            asserted = (asserted - {"cut_in"}) | {"lane_change"}
+            derived = [d for d in derived if not d[0].startswith("cut_in")]
         if "lane_change" in asserted and ego and "cut_in" not in asserted:
             derived.append(("ego_lane_change", f"{ego.group(0)} + lane change"))
         if "collision" in asserted and ego:
@@ -267,6 +325,9 @@ def split_query(text: str) -> Split | None:
     first, second = _clean(first), _clean(second)
     if not first or not second:
         return None
+    if word in ("after", "before") and re.fullmatch(r"(it|that|this|them|him|her|so|too)", first if
+                                                    left.strip() and word == "after" else second):
+        return None                                   # "... and we brake after it": no second part
     if word in ("with no", "and no", "but no", "while no"):
         second = "no " + second
     return Split(kind, first, second, word, within)

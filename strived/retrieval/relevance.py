@@ -31,14 +31,25 @@ FEATURES = ("bias",
             "rule_ranked", "rule_rr", "rule_score", "rule_pct", "rule_unjudged",
             "dense_ranked", "dense_rr", "dense_cos",
             "bm25_ranked", "bm25_rr", "bm25_rel",
-            "fused_rr")
+            "fused_rr",
+            "event_conf", "no_event")
 
 
-def hit_features(per_source: dict, fused_rank: int) -> np.ndarray:
-    """The feature row of one hit from its ``per_source`` evidence (see the engine)."""
+def hit_features(per_source: dict, fused_rank: int, match: dict | None = None) -> np.ndarray:
+    """The feature row of one hit from its ``per_source`` evidence (see the engine) and the
+    query's ``match`` (the matcher's answer: ``event`` and its calibrated ``confidence``). The
+    query features let the model say that nothing fits a query no library event describes
+    ("a recipe for chocolate cake"): a rule adapted from an unrelated exemplar still ranks every
+    video, and its top hits look like any query's top hits."""
     f = dict.fromkeys(FEATURES, 0.0)
     f["bias"] = 1.0
     f["fused_rr"] = 1.0 / max(1, fused_rank)
+    if match is not None and match.get("mode") == "user":
+        f["event_conf"] = 1.0                 # the user's own rule: in scope by definition
+    elif match is not None:
+        ev = match.get("event")
+        f["no_event"] = 1.0 if ev in (None, "none") else 0.0
+        f["event_conf"] = float(match.get("confidence") or 0.0) if not f["no_event"] else 0.0
     r = per_source.get("rule")
     if r is not None:
         if r.get("status") == "cannot evaluate":

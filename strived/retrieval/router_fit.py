@@ -13,8 +13,9 @@ triple per kind of query from labelled queries:
   share a rank, as in search) over the training queries
   of that kind; a kind with fewer than ``MIN_QUERIES`` training queries uses the triple fitted on
   all training queries; ties go to the triple closest to equal weights (the least committal);
-- prior: a cell keeps the word-list router's per-query weights (``"wordlist"``) unless a fixed
-  triple beats them by ``MIN_GAIN`` mean AP on its training queries.
+- prior: a cell keeps equal weights (``"equal"``; the word-list router's per-query weights,
+  ``"wordlist"``, as an ablation) unless a fixed triple beats them by ``MIN_GAIN`` mean AP on its
+  training queries.
 
 `strived eval` fits it on the other queries only (leave one query out), so its numbers are
 out-of-sample; the shipped ``resources/router.json`` is fitted on every bench-dev query.
@@ -37,6 +38,8 @@ MIN_QUERIES = 3
 MIN_GAIN = 0.10   # a fitted triple replaces the word-list weights only when it gains this much mean AP
 FORMAT = "strived.router/1"
 WORDLIST = "wordlist"   # a cell that keeps the word-list router's per-query weights
+EQUAL = "equal"         # a cell that keeps equal weights (the prior since issue 31)
+PRIORS = (EQUAL, WORDLIST)
 
 
 def candidate_weights() -> list[dict[str, float]]:
@@ -87,20 +90,25 @@ def wordlist_weights(query: "str | ParsedQuery") -> dict[str, float]:
     return {s: float(w.get(s, 0.0)) for s in SOURCES}
 
 
-def _best(examples: list[Example], min_gain: float = MIN_GAIN) -> tuple["dict[str, float] | str", float]:
-    """The fixed triple with the best mean AP, unless it beats the word-list router's per-query
-    weights by less than ``min_gain`` (a handful of labelled queries cannot justify a small
-    difference: the word-list router then, ``WORDLIST``). The word-list router is the prior because
-    it was measured better than equal weights out of sample on both the video and the record items
-    of bench-dev (docs/report/perception_v2/eval_*_s3.json)."""
-    base = sum(_ap(ex, wordlist_weights(ex.query)) for ex in examples) / len(examples)
+def prior_weights(prior: str, query: "str | ParsedQuery") -> dict[str, float]:
+    return wordlist_weights(query) if prior == WORDLIST else {s: 1.0 for s in SOURCES}
+
+
+def _best(examples: list[Example], min_gain: float = MIN_GAIN,
+          prior: str = EQUAL) -> tuple["dict[str, float] | str", float]:
+    """The fixed triple with the best mean AP, unless it beats the prior's per-query weights by
+    less than ``min_gain`` (a handful of labelled queries cannot justify a small difference: the
+    prior then). The prior is equal weights: on footage from sources never used for design,
+    equal weights beat both the word-list router and a router fitted on bench-dev (issue 31); the
+    word-list prior stays as an ablation (``full-wordlist``)."""
+    base = sum(_ap(ex, prior_weights(prior, ex.query)) for ex in examples) / len(examples)
     best_w, best = None, -1.0
     for w in candidate_weights():
         m = sum(_ap(ex, w) for ex in examples) / len(examples)
         if m > best + 1e-12:
             best_w, best = w, m
     if best < base + min_gain:
-        return WORDLIST, base
+        return prior, base
     return best_w, best
 
 
@@ -113,7 +121,7 @@ class FittedRouter:
     def weights(self, query: "str | ParsedQuery", dense_kind: str = "text") -> tuple[dict[str, float], str]:
         kind = query_kind(query, dense_kind)
         w = self.cells.get(kind, self.default)
-        return (wordlist_weights(query) if w == WORDLIST else dict(w)), kind
+        return (prior_weights(w, query) if isinstance(w, str) else dict(w)), kind
 
     def to_dict(self) -> dict:
         return {"format": FORMAT, "provenance": self.provenance, "default": self.default,
@@ -132,8 +140,8 @@ class FittedRouter:
             raise ValueError(f"{path}: not a {FORMAT} file")
 
         def weights(x) -> "dict[str, float] | str":
-            if x == WORDLIST:
-                return WORDLIST
+            if x in PRIORS:
+                return x
             w = {s: float(x[s]) for s in SOURCES}
             if any(v < 0 or v > 1 for v in w.values()) or max(w.values()) <= 0:
                 raise ValueError(f"{path}: weights must be in [0, 1] with one positive")
@@ -142,19 +150,20 @@ class FittedRouter:
                    dict(d.get("provenance") or {}))
 
 
-def fit_router(examples: list[Example], min_queries: int = MIN_QUERIES, provenance: dict | None = None) -> FittedRouter:
+def fit_router(examples: list[Example], min_queries: int = MIN_QUERIES, provenance: dict | None = None,
+               prior: str = EQUAL) -> FittedRouter:
     """Fit the weights (see module doc). ``examples`` need ``kind`` set (`query_kind`)."""
     if not examples:
         raise ValueError("no labelled queries to fit the router on")
-    default, _ = _best(examples)
+    default, _ = _best(examples, prior=prior)
     cells = {}
     by_kind: dict[str, list[Example]] = {}
     for ex in examples:
         by_kind.setdefault(ex.kind, []).append(ex)
     for kind, exs in sorted(by_kind.items()):
         if len(exs) >= min_queries:
-            cells[kind], _ = _best(exs)
-    prov = {"queries": len(examples), "min_queries_per_cell": min_queries, "prior": WORDLIST,
+            cells[kind], _ = _best(exs, prior=prior)
+    prov = {"queries": len(examples), "min_queries_per_cell": min_queries, "prior": prior,
             "min_gain_map": MIN_GAIN, "fusion": f"weighted RRF k={RRF_K}, equal scores share a rank",
             **(provenance or {})}
     return FittedRouter(cells, default, prov)

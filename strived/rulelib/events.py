@@ -43,8 +43,13 @@ def _ent(role="object", classes=None, selection="any", agg="any") -> dict:
             "selection": selection, "agg_mode": agg}
 
 
-def _gate(fld, op, value, frac=None) -> dict:
-    return {"field": fld, "op": op, "value": float(value), "min_time_fraction": frac}
+def _gate(fld, op, value, frac=None, secs=None) -> dict:
+    """A hard gate; ``frac``: held on that share of the clip's frames; ``secs``: held over an
+    unbroken run of that many seconds (a duration: prefer it wherever the event has one)."""
+    g = {"field": fld, "op": op, "value": float(value), "min_time_fraction": frac}
+    if secs is not None:
+        g["min_seconds"] = float(secs)
+    return g
 
 
 def _tc(fld, window_s, magnitude, direction=None, weight=1.0, min_fraction=None) -> dict:
@@ -97,12 +102,14 @@ def _seq_ev(key, name, description, steps, lexicon, examples=(), absent=(), weak
 def as_step(rule: dict, name: str | None = None, gap=None, same_track: bool = False) -> dict:
     """A single-pattern rule form as a sequence step: the same entity, gates and soft scores,
     without what a step cannot carry (consensus aggregation, ``min_fraction``; a gate's
-    ``min_time_fraction`` becomes a per-frame condition at the step's anchor)."""
+    ``min_time_fraction`` or ``min_seconds`` becomes a per-frame condition at the step's anchor:
+    a step is realised at one time)."""
     import copy
 
     ent = dict(copy.deepcopy(rule.get("entity") or {}))
     ent["agg_mode"] = "any"
-    gates = [{k: v for k, v in g.items() if k != "min_time_fraction"} for g in rule.get("hard_gates", [])]
+    gates = [{k: v for k, v in g.items() if k not in ("min_time_fraction", "min_seconds")}
+             for g in rule.get("hard_gates", [])]
     softs = [{k: v for k, v in c.items() if k != "min_fraction"} for c in rule.get("soft_scores", [])]
     return _step(name or rule.get("event") or "step", ent, copy.deepcopy(gates), copy.deepcopy(softs),
                  gap, same_track)
@@ -134,8 +141,10 @@ EVENTS: tuple[EventDef, ...] = (
         [_tc("loc_x", 4, 6.0)],
         [r"pedestrians? (is |are )?(crossing|cross\w*|walk\w* across|running across|jaywalk\w*)",
          r"(crossing|jaywalking) pedestrians?", r"jaywalk\w*", r"people (are )?crossing",
-         r"(man|woman|person|child|kid) (is )?(crossing|walks across|runs across)"],
-        ["a pedestrian crosses in front of us", "someone walks across the street"],
+         r"(man|woman|person|child|kid) (is )?(crossing|walks across|runs across)",
+         r"(someone|somebody|person|people|man|woman|child|kid|kids|children) on foot"],
+        ["a pedestrian crosses in front of us", "someone walks across the street",
+         "a person on foot steps out in front of us"],
         paper=True, tags=("crossing", "vru")),
     _ev("near_miss", "near miss", "A close call: an object comes very close without contact.",
         _ent(classes=VEHICLES + ["pedestrian", "bicycle"]), [_gate("distance", "lt", 5.0)],
@@ -150,8 +159,18 @@ EVENTS: tuple[EventDef, ...] = (
         [_tc("abs_loc_x", 4, 6.0, "negative"), _tc("loc_x", 4, 14.0, weight=0.5)],
         [r"cut[s]?[- ]?in\w*", r"cutting in", r"cuts? (into|in front)", r"merg\w* (into|in front)",
          r"(moves|pulls|swerves|changes lanes?) (in|into) (our|the ego|my) lane",
-         r"into (our|the ego|my) lane"],
-        ["a car cuts in front of us", "a vehicle merges into our lane ahead"],
+         r"into (our|the ego|my) lane",
+         r"cut\w* (us|me|ego|the ego|our (car|vehicle)) (up|off)\b", r"cut\w* off (us|me|the ego)\b",
+         r"(squeez|push|barg|nip|nipp|dart|jump|slot|sneak|tuck|shov|forc|wedg|muscl|elbow|slip|div|"
+         r"swing|swung|pull|mov|duck|lung|swerv|veer|lurch|weav)\w* (right |straight )?(in|into) "
+         r"(right |just |directly )?(in )?(front|ahead|"
+         r"(our|my|the ego'?s?|ego'?s?) (lane|path)|the (gap|space))",
+         r"(squeez|push|barg|nip|nipp|dart|jump|slot|sneak|tuck|shov|forc|wedg|muscl|elbow|slip)\w* in"
+         r"\b(?! (the|a|an|his|her|their|its) )",
+         r"(forc|muscl|elbow|push|squeez|barg|nos|inch|wedg|bull)\w* (its|their|his|her|a) way "
+         r"(in|into|ahead|in front)"],
+        ["a car cuts in front of us", "a vehicle merges into our lane ahead",
+         "someone cuts us off", "a van squeezes in just ahead of us"],
         weakness="an ego turn or lane change sweeps every track sideways; gates cannot say "
                  "'while the ego is straight'", paper=True, tags=("lateral",)),
     _ev("cut_out", "cut-out", "A surrounding vehicle ahead moves out of the ego lane.",
@@ -175,7 +194,12 @@ EVENTS: tuple[EventDef, ...] = (
         "adjacent lane.",
         _ent(classes=FOUR_WHEEL, agg="consensus"), [],
         [_tc("loc_x", 4, 3.5, min_fraction=0.3)],
-        [r"lane[- ]chang\w*", r"chang\w* lanes?", r"switch\w* lanes?", r"moves? (over )?(one|a) lane"],
+        [r"lane[- ]chang\w*", r"chang\w* lanes?", r"switch\w* lanes?", r"moves? (over )?(one|a) lane",
+         r"(mov|switch|shift|pull|swing|swung|slid|slide|steer|merg|go|goes|went|head|drift|hop|"
+         r"nudg|ease|eas)\w* (over |across |out )?(in)?to (the|an?|another) (next |other |adjacent |"
+         r"neighbou?ring |outside |inside |fast |slow |overtaking |passing |empty |clear |free |"
+         r"left[- ]hand |right[- ]hand |left |right )+lane",
+         r"from (the|a|an|one) (\w+ )?lane (in)?to (the|a|an|another) (\w+ )?lane"],
         ["a lane change", "the car switches lanes"],
         weakness="without an ego lane index the ego's lane change is read from every track "
                  "shifting together (consensus)", paper=True, tags=("lateral",)),
@@ -189,7 +213,10 @@ EVENTS: tuple[EventDef, ...] = (
         [_tc("distance", 2, 10.0, "negative"), _tc("loc_x", 2, 4.0, weight=0.5)],
         [r"collid\w*", r"collision\w*", r"crash\w*", r"accident\w*", r"\bhits?\b", r"\bhitting\b",
          r"smash\w*", r"impact\w*", r"\bstruck\b", r"rear[- ]?end\w*", r"sideswip\w*", r"t[- ]?bon\w*",
-         r"run (over|into)", r"ran (over|into)", r"knock\w* (down|over)"],
+         r"run (over|into)", r"ran (over|into)", r"knock\w* (down|over)",
+         r"pile[- ]?ups?", r"wreck\w*", r"fender[- ]?bender\w*", r"prang\w*", r"strik(e|es|ing)\b",
+         r"(rams?|rammed|ramming)\b", r"mow\w* down", r"(plough|plow|slam|bump|careen|barrel|smack|"
+         r"whack|thump|bang)\w* into", r"(bump|bang|smack|clip|clipp)\w* (a|an|the|another|each)\b"],
         ["a traffic accident", "two cars crash"],
         weakness="contact is not observable in ranged tracks and ranging degrades at contact "
                  "range (occlusion, boxes cut by the image border)", paper=True, tags=("proximity",)),
@@ -321,8 +348,14 @@ EVENTS: tuple[EventDef, ...] = (
     _ev("overtaken_left", "overtaken on the left", "A vehicle passes the ego on its left side.",
         _ent(classes=VEHICLES), [_gate("distance", "lt", 8.0), _gate("loc_x", "lt", -1.5)],
         [_tc("distance", 4, 10.0, "positive"), _mt("distance", "increasing", 2.0, 0.5)],
-        [r"overtak\w*", r"pass\w* (us|the ego|me)", r"(passes|passing|overtakes) on the (left|right)"],
-        ["someone overtakes us on the left", "a car passes us on our left"],
+        [r"overtak\w*", r"pass\w* (us|the ego|me)", r"(passes|passing|overtakes) on the (left|right)",
+         r"undertak\w*", r"(get|gets|got|getting|are|is|was|were|being|been) (passed|overtaken)",
+         r"(zoom|whizz|whiz|zip|zipp|fly|flies|flew|flying|speed|sped|shoot|shot|blast|rac|tear|"
+         r"tore|sail|breez|blow|blew|barrel|bomb|scream|rocket|hurtl|roar|nip|nipp|slip|glid|"
+         r"cruis|mov|driv|drove|go|goes|went|going|come|comes|came|coming|pull|pass)\w* (straight |"
+         r"right )?(past|by|alongside|round)( us| me| ego| the ego| our (car|vehicle))?\b(?! (a|the) )"],
+        ["someone overtakes us on the left", "a car passes us on our left",
+         "a motorbike zooms past us on the left"],
         weakness="side is read from any track left of the ego, not from the passing track itself",
         parent="object_departure", tags=("left",)),
     _ev("overtaken_right", "overtaken on the right", "A vehicle passes the ego on its right side.",
@@ -335,8 +368,17 @@ EVENTS: tuple[EventDef, ...] = (
         _ent(classes=VEHICLES), [_gate("distance", "lt", 6.0), _gate("abs_loc_x", "lt", 2.5)],
         [_tc("distance", 3, 15.0)],
         [r"clos\w* pass\w*", r"pass\w* (extremely |very |dangerously )?clos\w*", r"inches (away|from)",
-         r"squeez\w* (past|by)"],
-        ["a truck passes very close to us", "a close pass by a bus"],
+         r"squeez\w* (past|by)",
+         r"(brush|skim|shav|graz|scrap|thread)\w* (past|by|alongside)",
+         r"(pass|zoom|whizz|whiz|zip|fly|flies|flew|go|goes|went|come|comes|came|driv|drove|overtak|"
+         r"undertak|speed|sped|rac|shoot|shot|mov|cut|nip|slip)\w* (past |by |alongside )?[^.;]{0,30}\b"
+         r"(too |really |very |dangerously |extremely |uncomfortably |way too )?(close|tight|near)\b",
+         r"(close|tight|narrow|near) (overtak\w*|undertak\w*|squeeze)",
+         r"(within|by) (a |an )?(whisker|hair'?s?( breadth)?|inch(es)?|cm|centimet\w*|millimet\w*)",
+         r"(barely|hardly|not much|no) (any )?(room|space|gap|clearance) (to spare|between)?",
+         r"(inch(es)?|centimet\w*|millimet\w*|cm|a whisker|a hair) to spare"],
+        ["a truck passes very close to us", "a close pass by a bus",
+         "a van brushes past us with barely any room"],
         parent="near_miss", tags=("proximity",)),
     _ev("ego_collision", "ego collision", "The ego vehicle itself collides with another road user.",
         _ent(classes=VEHICLES + ["pedestrian", "bicycle"]), [_gate("distance", "lt", 2.0)],
@@ -349,25 +391,59 @@ EVENTS: tuple[EventDef, ...] = (
     _ev("rear_end", "rear-end collision", "The ego vehicle runs into the vehicle ahead.",
         _ent(classes=FOUR_WHEEL), [_gate("distance", "lt", 2.0), _gate("abs_loc_x", "lt", 1.5)],
         [_tc("distance", 3, 10.0, "negative")],
-        [r"rear[- ]?end\w*"], ["we rear-end the car ahead", "ego runs into the back of a car"],
+        [r"rear[- ]?end\w*", r"shunt\w*",
+         r"(into|hits?|hitting|bump\w*|smash\w*|rams?|rammed|ramming|clip\w*|tap\w*|nudg\w*|"
+         r"strik\w*|struck|knock\w*) (the |a )?(back|rear|tail|boot|trunk)( end)? (of|bumper of) "
+         r"(the|a|an|that|this|another)\b",
+         r"((hit|bump|rams?\b|rammed|ramming|tap|nudg|clip|shunt|smack|knock)\w*( into)?|(crash|smash|"
+         r"slam|plough|plow|run|runs|running|ran|driv\w*|drove|go|goes|went|careen|barrel|bang|slid|skid)"
+         r"\w* (straight |right |hard )?into) (the|a|an|that) (\w+ )?(car|vehicle|truck|van|bus|lorry|"
+         r"suv|taxi|one) (ahead|in front)"],
+        ["we rear-end the car ahead", "ego runs into the back of a car",
+         "our car bumps into the back of the truck in front"],
         weakness="contact is not observable; see collision", parent="collision", subject="ego",
         tags=("proximity",)),
-    _ev("ego_stationary", "ego stationary", "The ego vehicle stands still for most of the clip.",
-        _ent("ego"), [_gate("speed", "lt", 0.3, 0.8)], [],
+    # Standing still is a duration, not a share of the clip: a clip that drives for 30 s and then
+    # waits 8 s at a light is a true "we are standing still" (as a fraction of the clip it never
+    # was). A vehicle standing still, waiting (a light, a queue, a give-way) is stopped for several
+    # seconds; a rolling stop or a stop-line pause lasts ~1-2 s; 0.5 m/s is below walking pace
+    # (~1.4 m/s) and at the video profile's speed floor (VIDEO_SPEED_FLOOR_MPS), so a stopped car's
+    # speed estimate stays under it. Held for 3 s unbroken (min_seconds: a run of samples).
+    _ev("ego_stationary", "ego stationary", "The ego vehicle stands still for several seconds "
+        "(stopped and waiting, e.g. at a light or in a queue).",
+        _ent("ego"), [_gate("speed", "lt", 0.5, secs=3.0)], [],
         [r"(standing|stand\w*|sits?|sitting|waiting|wait\w*) (still|at|in)", r"stationary", r"parked",
-         r"(at|to) a (standstill|stop)", r"not moving", r"idl\w*"],
-        ["the ego car is standing still", "we wait at a red light"],
-        weakness="whole-clip state, not a change: a gates-only form (S_track = 1), so every clip "
-                 "that passes ties", subject="ego", tags=("ego", "state")),
+         r"(at|to) a (standstill|stop)", r"not moving", r"idl\w*",
+         r"(stood|stays?|stayed|staying|remain\w*|kept|keeps?|held|holds?|sat|sits?|sitting|stuck|"
+         r"waits?|waiting|stands?|standing|queu\w*) (completely |totally |perfectly |dead )?"
+         r"(still|stopped|stationary|motionless|immobile|unmoving|put|at a standstill|halted)",
+         r"(is|are|was|were|'re|'s|been|being) (completely |totally |perfectly |fully )?"
+         r"(stopped|stationary|motionless|immobile|unmoving|at a standstill|halted|parked)",
+         r"motionless", r"standstill", r"(does ?n[o']t|did ?n[o']t|do ?n[o']t|never|won't|not) "
+         r"(move|moving|budg\w*)", r"(no|zero) (movement|motion)"],
+        ["the ego car is standing still", "we wait at a red light",
+         "the dashcam car sits motionless"],
+        weakness="a state, not a change: a gates-only form (S_track = 1), so every clip that "
+                 "stands still for 3 s ties", subject="ego", tags=("ego", "state")),
 )
 
 EVENTS = EVENTS + (
+    # "for 90 % of the clip" is clip-relative by this event's definition: the whole clip is
+    # uneventful cruising, so the share of the clip is the physical quantity here (not a duration)
     _ev("steady_driving", "steady driving", "The ego drives steadily for the whole clip (normal "
         "cruising, nothing happens).",
         _ent("ego"), [_gate("speed", "ge", 3.0, 0.9)], [],
         [r"uneventful", r"nothing (really )?happens", r"normal (driving|cruising)", r"cruis\w*",
-         r"keep\w* (the|our|its) lane", r"steady (driving|speed)"],
-        ["normal cruising, nothing happens", "uneventful driving"],
+         r"keep\w* (the|our|its) lane", r"steady (driving|speed)",
+         r"nothing (much |really |at all |special |unusual )?(happen\w*|going on|goes on|of note|"
+         r"interesting|unusual|eventful|notable|to see)", r"(no|without( any)?) (events?|incidents?|"
+         r"drama|action|hazards?|problems?|issues?|surprises?|excitement)\b",
+         r"(plain|ordinary|regular|routine|normal|everyday|boring|quiet|calm|smooth|uneventful|"
+         r"peaceful|relaxed|steady|uneventful|dull|typical|standard|unremarkable|easy)( \w+)? "
+         r"(driv\w*|cruis\w*|commut\w*|journey|trip|ride|motoring|run)",
+         r"(constant|steady|same|even|consistent) (speed|pace)", r"(just|simply) (driving|cruising)"],
+        ["normal cruising, nothing happens", "uneventful driving",
+         "an ordinary journey with no incidents"],
         weakness="the DSL scores the presence of a pattern, not the absence of events: this "
                  "gates-only form finds clips where the ego keeps moving; 'nothing happens' must "
                  "come from the other retrieval sources", subject="ego", tags=("ego", "state")),
@@ -412,7 +488,12 @@ EVENTS = EVENTS + (
         [r"pull\w* away", r"(drive|drives|driving|drove) off", r"(start|starts|started|starting) "
          r"(moving|driving|to move|to drive|off)", r"set\w* off", r"mov\w* off",
          r"get\w* going", r"accelerat\w* (away )?from (a |the )?(stop|standstill)",
-         r"(go|goes|going) again"],
+         r"(go|goes|going) again",
+         r"(drive|drives|drove|driving|carr(y|ies|ied|ying)|mov(e|es|ed|ing)) on\b(?! (the|a|an|to|our|"
+         r"its|their|his|her|at|in|into|through|top)\b)", r"(mov(e|es|ed|ing)|head\w*|edg\w*|creep\w*|"
+         r"crept|roll\w*) (off|forward)\b", r"from (a |the )?(standstill|stop|rest|stationary)",
+         r"pull\w* off\b(?! (the|a|an|to|into|onto)\b)", r"accelerat\w* (away|off)\b",
+         r"(start\w*|mov\w*|driv\w*|drove|roll\w*|get\w*|got) (off |away |going |moving |rolling )?again"],
         ["we pull away from a standstill", "the ego car starts moving again"],
         weakness="a clip that starts moving after standing still looks the same as one that "
                  "stopped earlier: use stop_then_go for 'stop, then go'",
@@ -453,7 +534,8 @@ EVENTS = EVENTS + (
              _step("stopped", _ent("ego"), [_gate("speed", "lt", 0.5)], [], gap=(0.0, 3.0)),
              _step("pulls away", _ent("ego"), [], [_tc("speed", 4, 3.0, "positive")],
                    gap=(0.0, 10.0))],
-            [r"stop[- ]and[- ]go", r"stop\w*,? (and )?then (go|pull|drive|start|move|set)\w*"],
+            [r"(?<!\bin )(?<!\bin heavy )(?<!\bin slow )stop[- ]and[- ]go",
+             r"stop\w*,? (and )?then (go|pull|drive|start|move|set)\w*"],
             ["we stop and then pull away", "stop-and-go: the ego car halts, then drives off"],
             parts=("sudden_stop", "ego_pull_away"), tags=("ego", "longitudinal", "sequence")),
     _seq_ev("pedestrian_crossing_while_stopped", "pedestrian crosses while the ego is stopped",
@@ -473,7 +555,10 @@ EVENTS = EVENTS + (
             [_step("ego brakes", _ent("ego"), [_gate("accel", "lt", -1.0)],
                    [_tc("speed", 4, 5.0, "negative")])],
             [r"brak\w*[^.;]*(with no|without( a| any)?|no) (car|vehicle|lead\w*|traffic|one)s?"
-             r"( (ahead|in front))?"],
+             r"( (ahead|in front))?",
+             r"(brak\w*|slow\w* down|decelerat\w*|stop\w*)[^.;]*\b((empty|clear|open|deserted|free) "
+             r"(road|lane|street|stretch)|(road|lane|street|way) (ahead |in front )?(is |being )?(empty|clear|"
+             r"open|deserted|free)|nothing( is| was)? (ahead|in front)|no(body| one)( is| was)? (ahead|in front))"],
             ["we brake with no car ahead of us", "the ego slows down sharply without a vehicle in front"],
             absent=[_absent("vehicle ahead in the lane", _VEH_AHEAD,
                             [_gate("distance", "gt", 0.0), _gate("distance", "lt", 30.0),
@@ -488,7 +573,16 @@ EVENTS = EVENTS + (
              _step("straightens", _ent("ego"), [_gate("speed", "gt", 3.0)],
                    [_tc("heading", 3, 0.1, "negative")], gap=(0.5, 5.0))],
             [r"(lane[- ]?chang\w*|chang\w* lanes?|switch\w* lanes?|moves? over)[^.;]*"
-             r"(clear|empty|free|(with no|without( a| any)?|no) (car|vehicle|one|traffic|truck)s?)"],
+             r"(clear|empty|free|(with no|without( a| any)?|no) (car|vehicle|one|traffic|truck)s?)",
+             r"(lane[- ]?chang\w*|chang\w* lanes?|switch\w* lanes?|moves? over)[^.;]*\b(nothing|"
+             r"nobody|no[- ]one) (in|beside|next to|alongside|there|around|behind)",
+             r"(mov|switch|shift|pull|swing|swung|slid|slide|steer|merg|go|goes|went|head|drift|hop|"
+             r"nudg|ease|eas)\w* (over |across )?(in)?to (the|an?|another) [^.;]*lane[^.;]*\b"
+             r"(clear|empty|free|vacant|unoccupied|deserted|open|nobody|no[- ]one|"
+             r"(with no|without( a| any)?|no) (car|vehicle|one|traffic|truck)s?)\b",
+             r"(mov|switch|shift|pull|swing|swung|slid|slide|steer|merg|go|goes|went|head|drift|hop|"
+             r"nudg|ease|eas)\w* (over |across |out |left |right )*(in)?to (an?|the) (completely |totally |entirely )?"
+             r"(clear|empty|free|vacant|unoccupied|deserted|open) "],
             ["we change lanes into a clear lane", "a lane change with no vehicle in the target lane"],
             absent=[_absent("vehicle in the target lane", _ent(classes=VEHICLES),
                             [_gate("loc_x", "lt", -1.5), _gate("loc_x", "gt", -5.5),
@@ -592,7 +686,8 @@ def video_form(key: str) -> dict:
             or not form.get("soft_scores") or form["entity"].get("agg_mode") != "any" \
             or form["entity"].get("selection") != "any" \
             or any(c.get("min_fraction") is not None for c in form["soft_scores"]) \
-            or any(g.get("min_time_fraction") is not None for g in form["hard_gates"]):
+            or any(g.get("min_time_fraction") is not None or g.get("min_seconds") is not None
+                   for g in form["hard_gates"]):
         return form
     desc = form["description"]
     jolt_step = None

@@ -34,10 +34,13 @@ def _tr(field, direction, min_duration, weight=1.0):
             "min_duration_seconds": min_duration, "weight": weight}
 
 
-def _g(field, op, value, frac=None):
+def _g(field, op, value, frac=None, secs=None):
+    """A gate; ``frac``: held on that share of the clip; ``secs``: held unbroken that many seconds."""
     d = {"field": field, "op": op, "value": value}
     if frac is not None:
         d["min_time_fraction"] = frac
+    if secs is not None:
+        d["min_seconds"] = secs
     return d
 
 
@@ -95,7 +98,10 @@ HAND_RULES: dict[str, dict] = {
                                 _g("yaw_rate", "gt", -0.05, 0.95)], []),
     "uneventful": _ego([_g("speed", "gt", 3.0, 0.9), _g("accel", "gt", -1.0, 0.95),
                         _g("yaw_rate", "lt", 0.08, 0.95), _g("yaw_rate", "gt", -0.08, 0.95)], []),
-    "ego_stationary": _ego([_g("speed", "lt", 0.3, 0.8)], []),
+    # standing still, waiting (a light, a queue): below walking pace (0.5 m/s) for 3 s unbroken, in
+    # a clip of any length; a rolling stop or a stop-line pause lasts ~1-2 s (the inventory form's
+    # reasoning: strived/rulelib/events.py, ego_stationary)
+    "ego_stationary": _ego([_g("speed", "lt", 0.5, secs=3.0)], []),
 }
 
 

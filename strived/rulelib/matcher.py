@@ -10,7 +10,11 @@ qualifiers, composition, tokens); the matcher reads that `ParsedQuery`.
    the most specific one wins (a child such as ``cut_in_right`` over its parent ``cut_in``;
    ``collision`` over ``near_miss`` only when asserted);
 2. the paper's disambiguation rules: ego vs other vehicle (``swerving`` is the ego weaving,
-   ``lateral_movement`` another vehicle), a cut-in is not a collision;
+   ``lateral_movement`` another vehicle), a cut-in is not a collision; a rear-end over an ego
+   collision, a swerve "into our lane" is a cut-in, standing still then going is a pull-away
+   (``stop_then_go`` needs a stop), "close" without a side is a close pass; typing slips are read
+   first (`respell`: "rigth", "crosing"), and "X and Y" / "X so we brake" names a composite when
+   one composes both halves (`compound_and`);
 3. caps that force adaptation: a condition the rule cannot encode (snow, rain, ice, fog, "for no
    apparent reason") caps confidence at 0.55; so does a class, side or proximity qualifier the
    matched rule does not already carry;
@@ -41,7 +45,7 @@ from pathlib import Path
 
 from ..query import ParsedQuery, as_parsed, query_text
 from ..query import vocabulary as V
-from .compose import compose_query
+from .compose import COMPOSITES, Composition, compose_query, part_events
 from .events import EVENTS, get_event
 from .lexicon import EGO_OTHER, OTHER_EGO, most_specific
 
@@ -241,22 +245,30 @@ def match_offline(query: "str | ParsedQuery", library=None, *, use_embeddings: b
     with confidence capped at 0.55, and ``qualifiers["composition"]`` tells the adapter to build a
     sequence from the parts. ``calibration``: True (the shipped file), False (the old constants),
     a path or a `MatcherCalibration`; an unusable one falls back to the constants and says so."""
-    query = as_parsed(query)
+    query = respelled(query)
     keys = set(library.keys()) if library is not None else {e.key for e in EVENTS}
     qual = qualifiers(query)
     comp = None
     if compose:
         comp = compose_query(query, keys)
+        if comp is None:                                # "X and we brake": a composite of both halves
+            comp = compound_and(query, keys)
         if comp is not None:
             qual["composition"] = comp.to_dict()
     hits = {k for k in query.events if k in keys}
+    state_go = (comp is not None and comp.composite == "stop_then_go" and "ego_pull_away" in keys
+                and "ego_stationary" in comp.first_events
+                and not {"sudden_stop", "ego_brake", "hard_brake"} & set(comp.first_events))
+    if state_go:
+        # standing still, then going, is the pull-away from a standstill; stop_then_go needs a stop
+        hits = (hits - {"stop_then_go", "ego_stationary", "sudden_stop"}) | {"ego_pull_away"}
     composites = {k for k in hits if get_event(k).parts}
-    if comp is not None and comp.composite:
+    if comp is not None and comp.composite and not state_go:
         composites.add(comp.composite)
     lex = [(k, s) for k, s in lexical_similarity(query) if k in keys]
     if composites:
         hits = composites                               # a composite event over its parts
-    elif comp is not None and comp.first_events:
+    elif comp is not None and comp.first_events and not state_go:
         return _composed_no_library(query, comp, library, qual, keys, lex, calibration)
     # disambiguation: ego vs another vehicle
     if qual["other"] and not qual["ego"]:
@@ -265,6 +277,15 @@ def match_offline(query: "str | ParsedQuery", library=None, *, use_embeddings: b
         hits = {OTHER_EGO.get(k, k) if OTHER_EGO.get(k) in keys else k for k in hits}
     if {"cut_in", "cut_in_left", "cut_in_right"} & hits:
         hits -= {"collision", "ego_collision"}          # a cut-in is not a crash
+    if {"cut_in", "cut_in_left", "cut_in_right"} & hits:
+        hits -= {"swerving", "lateral_movement", "lane_change", "ego_lane_change"}   # ... into our lane
+    if "rear_end" in hits:
+        hits.discard("ego_collision")                   # the ego's collision with the car ahead
+    if "close_pass" in hits and {"overtaken_left", "overtaken_right"} & hits:
+        # how close it passes is what is asked; with a side, the overtake (adapted: "close")
+        hits -= {"close_pass"} if query.side else {"overtaken_left", "overtaken_right"}
+    if query.actor == "ego" and "ego_stationary" in hits:
+        hits.discard("traffic_disruption")              # we stand still (in a jam): our state
     if "overtaken_left" in hits or "overtaken_right" in hits:
         hits -= {"lane_change", "object_departure"}
     ranked = most_specific(hits)
@@ -299,6 +320,99 @@ def match_offline(query: "str | ParsedQuery", library=None, *, use_embeddings: b
         conf = min(conf, CONDITION_CAP)
         reason += "; capped: " + "; ".join(caps)
     return _finish(query, best, conf, reason, cands, qual, caps, path, lex, keys, calibration)
+
+
+# ---- paraphrase classes: misspellings, "X and Y" compounds ------------------------------------
+
+# The words that decide an event (sides, road users, the driving verbs and places): a query word
+# one typing slip away from one of them ("rigth", "crosing", "pedestrain") is read as that word,
+# unless the word is one the event texts or the query vocabulary use themselves.
+_SPELL_WORDS = frozenset(w for w in (
+    "left right crossing crosses across pedestrian pedestrians cyclist cyclists bicycle bicycles "
+    "vehicle vehicles collision collides collided crashes crashed overtakes overtaking overtaken "
+    "overtake undertakes undertaking braking brakes braked junction intersection crossroads "
+    "stationary stopped stopping turning turns merges merging merged swerves swerving swerved "
+    "reverses reversing accident motorway highway freeway behind front changes changing "
+    "lanes traffic ahead passes passing parked waiting standing".split() + list(V.CLASS_WORDS))
+    if len(w) >= 5)
+_SEEN_WORDS = frozenset(re.findall(r"[a-z]+", " ".join(
+    [" ".join(_SPELL_WORDS)] +
+    [" ".join([e.name, e.key.replace("_", " "), e.description, *e.examples, *e.lexicon]).lower()
+     for e in EVENTS] +
+    [v.pattern for v in vars(V).values() if isinstance(v, re.Pattern)])))
+
+
+def _one_slip(a: str, b: str) -> bool:
+    """True when ``a`` is ``b`` with two neighbouring letters swapped, one letter left out or one
+    letter added, inside the word: the first letter is kept (typing slips keep it: "emerges" is
+    not "merges") and a letter added or left out at the end is a word form, not a slip ("swerve"
+    is not "swerves", "closer" not "close"); a substituted letter is not read ("ride" is not
+    "side")."""
+    if a == b or a[0] != b[0]:
+        return False
+    if len(a) == len(b):
+        d = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(d) == 2 and d[1] == d[0] + 1 and a[d[0]] == b[d[1]] and a[d[1]] == b[d[0]]
+    short, long_ = (a, b) if len(a) < len(b) else (b, a)
+    if len(long_) - len(short) != 1 or a[-1] != b[-1]:
+        return False
+    return any(long_[:i] + long_[i + 1:] == short for i in range(1, len(long_) - 1))
+
+
+def respell(text: str) -> str:
+    """``text`` with each unknown word (five letters or more) that is one typing slip from
+    exactly one known word replaced by it (`_one_slip`); known words, short words and ambiguous
+    slips are left."""
+    def fix(m: re.Match) -> str:
+        w = m.group(0)
+        lw = w.lower()
+        if len(lw) < 5 or lw in _SEEN_WORDS or lw in V.STOP:
+            return w
+        near = {t for t in _SPELL_WORDS if abs(len(t) - len(lw)) <= 1 and _one_slip(lw, t)}
+        return near.pop() if len(near) == 1 else w
+    return re.sub(r"[A-Za-z]+", fix, text)
+
+
+def respelled(query: "str | ParsedQuery") -> ParsedQuery:
+    """The parsed query, re-read with its typing slips corrected when it has any (`respell`)."""
+    pq = as_parsed(query)
+    fixed = respell(pq.text)
+    return pq if fixed == pq.text else as_parsed(fixed)
+
+
+def compound_and(query: "str | ParsedQuery", keys: set[str]) -> Composition | None:
+    """A query joining two events by "and" / "so" / ", forcing us to" ("someone cuts in and we
+    have to brake", "we're stopped and a person walks across") that a library composite composes:
+    the composition with that composite (first part first; a concurrent composite in either
+    order), else None. Only a composite of both halves counts: "and" alone is no sequence."""
+    pq = as_parsed(query)
+    text = pq.lower.strip(" .!?")
+    splits = [(text[:m.start()], text[m.end():], m.group(0)) for m in V.COMPOUND_AND.finditer(text)]
+    lead = re.match(r"(while|whilst|as|when) ", text)
+    if lead and "," not in text:                        # "while we're stopped a kid walks across"
+        rest = text[lead.end():]
+        splits += [(rest[:m.start()], rest[m.start():], lead.group(1))
+                   for m in re.finditer(r"(?<= )\S", rest)]
+    for left, right, word in splits:
+        left, right = left.strip(" ,;"), right.strip(" ,;.!?")
+        if not left or not right:
+            continue
+        s1, s2 = as_parsed(left).part_subject, as_parsed(right).part_subject
+        e1, e2 = part_events(left, keys, inherit=s2), part_events(right, keys, inherit=s1)
+        if not e1 or not e2:
+            continue
+        for kind, a, b, key in COMPOSITES:
+            if key not in keys or kind not in ("sequence", "concurrent"):
+                continue
+            if lead and word == lead.group(1) and kind != "concurrent":
+                continue
+            hit = set(e1) & a and set(e2) & b
+            swap = kind == "concurrent" and not hit and set(e2) & a and set(e1) & b
+            if hit or swap:
+                first, second, f_ev, s_ev = ((right, left, e2, e1) if swap else (left, right, e1, e2))
+                return Composition(kind, first, second, word.strip(" ,"), None, list(f_ev),
+                                   list(s_ev), key)
+    return None
 
 
 def _caps(best: str, qual: dict, library, keys: set[str]) -> list[str]:

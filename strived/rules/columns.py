@@ -624,6 +624,39 @@ class TrackColumns:
                 answers.pop(next(iter(answers)))
         return out
 
+    def held_run(self, field_name: str, op: str, value: float) -> np.ndarray:
+        """Per-unit longest unbroken run (s) of samples where op(field, value) holds: the time of
+        the run's last sample minus its first's (float64 [units]; 0 for a single sample or none).
+        A sample without a value holds nothing and breaks the run; a run never spans two units.
+        For gates with ``min_seconds`` (`held_for`). Remembered for this corpus like
+        `fraction_holds` (the last FRACTION_MEMO answers): the optimizer's grid over
+        ``min_seconds`` reuses one computation."""
+        import threading
+
+        key = ("run", field_name, op, float(value))
+        memo = self.__dict__.get("_frac_memo")
+        if memo is None:
+            memo = self.__dict__.setdefault("_frac_memo", ({}, threading.Lock()))
+        answers, lock = memo
+        with lock:
+            hit = answers.pop(key, None)
+            if hit is not None:
+                answers[key] = hit          # most recently used last
+                return hit
+        out = _per_unit_chunks(*self._source(field_name), None,
+                               lambda ss, vv: _held_run(ss, vv, op, float(value)))
+        out.setflags(write=False)
+        with lock:
+            answers[key] = out
+            while len(answers) > FRACTION_MEMO:
+                answers.pop(next(iter(answers)))
+        return out
+
+    def held_for(self, field_name: str, op: str, value: float, min_seconds: float) -> np.ndarray:
+        """Per-unit truth of "op(field, value) over an unbroken run of >= ``min_seconds``" (a gate
+        with ``min_seconds``), inclusive to within `T_EPS`."""
+        return self.held_run(field_name, op, value) >= float(min_seconds) - T_EPS
+
     def fraction_satisfying(self, field_name: str, op: str, value: float) -> np.ndarray:
         """Per-unit fraction of the unit's samples where op(field, value) holds (not cached). A
         sample without a value does not hold: "for 80 % of the clip" is not met by the 26 % of it
@@ -1248,6 +1281,25 @@ def _trend_run(s: Series, v: np.ndarray, direction: str) -> np.ndarray:
     run_end = np.flatnonzero(d == -1)  # one past last step index
     dur = tt[run_end] - tt[run_start]  # sample run_end is the last sample of the run
     _group_max(res, tr[run_start], dur)
+    return res
+
+
+def _held_run(s: Series, v: np.ndarray, op: str, x: float) -> np.ndarray:
+    """Per unit: the longest run (s) of consecutive samples where op(v, x) holds; a NaN sample
+    holds nothing, so it breaks a run (unlike `_valid_view` kernels, which skip NaNs)."""
+    res = np.zeros(s.n, np.float64)
+    ok = _compare(np.asarray(v, np.float64), op, x)   # as the reference compares; NaN: False
+    if not ok.any():
+        return res
+    st = s.sample_track()
+    t = np.asarray(s.t, np.float64)
+    same_prev = np.r_[False, st[1:] == st[:-1]]
+    same_next = np.r_[st[:-1] == st[1:], False]
+    prev_ok = np.r_[False, ok[:-1]] & same_prev
+    next_ok = np.r_[ok[1:], False] & same_next
+    first = np.flatnonzero(ok & ~prev_ok)        # run starts, in order
+    last = np.flatnonzero(ok & ~next_ok)         # run ends, paired with the starts
+    _group_max(res, st[first], t[last] - t[first])
     return res
 
 

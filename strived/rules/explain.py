@@ -18,8 +18,8 @@ import numpy as np
 from ..records import VideoRecords
 from .columns import T_EPS, TREND_MAX_GAP_S
 from .model import EGO_FIELDS, OBJECT_FIELDS, Rule, SoftScore
-from .reference import (candidate_tracks, ego_series, op_holds, score_video, smoothed,
-                        track_series)
+from .reference import (candidate_tracks, ego_series, held_long_enough, longest_held_run, op_holds,
+                        score_video, smoothed, track_series)
 
 
 @dataclass
@@ -178,7 +178,9 @@ def explain_video(rec: VideoRecords, rule: Rule) -> Explanation:
             src = [ego_trace]
         else:
             src = [u for u in units if u is not ego_trace]
-        if g.min_time_fraction is None:
+        if g.min_seconds is not None:
+            met = [u for u in src if held_long_enough(u.t, u.values[g.field], g)]
+        elif g.min_time_fraction is None:
             met = [u for u in src if bool(u.gates[name].any())]
         else:
             met = []
@@ -216,7 +218,9 @@ def _gate_witness(met: list, peak) -> "TrackTrace | None":
 
 def gate_witnesses(expl: Explanation, rule: Rule) -> list[dict]:
     """JSON-ready, one per gate: ``{"gate", "met", "track", "cls", "first_s", "last_s",
-    "fraction", "is_peak_track"}`` (track -1 = the ego series)."""
+    "fraction", "is_peak_track"}`` (track -1 = the ego series). For a gate with ``min_seconds``,
+    first_s / last_s bound the longest unbroken run that held (where it was met) and ``held_s``
+    is its duration."""
     out = []
     for g in rule.hard_gates:
         name = g.describe()
@@ -228,11 +232,16 @@ def gate_witnesses(expl: Explanation, rule: Rule) -> list[dict]:
         t = np.asarray(u.t, float)
         vals = np.asarray(u.values[g.field], float)
         ok = ~np.isnan(vals)
-        out.append({"gate": name, "met": True, "track": int(u.track), "cls": u.cls,
-                    "first_s": float(t[held][0]) if held.any() else None,
-                    "last_s": float(t[held][-1]) if held.any() else None,
-                    "fraction": float(held[ok].mean()) if ok.any() else None,
-                    "is_peak_track": expl.peak_track is not None and u.track == expl.peak_track})
+        w = {"gate": name, "met": True, "track": int(u.track), "cls": u.cls,
+             "first_s": float(t[held][0]) if held.any() else None,
+             "last_s": float(t[held][-1]) if held.any() else None,
+             "fraction": float(held[ok].mean()) if ok.any() else None,
+             "is_peak_track": expl.peak_track is not None and u.track == expl.peak_track}
+        if g.min_seconds is not None:
+            best = longest_held_run(t, vals, g.op, g.value)
+            if best is not None:
+                w["held_s"], w["first_s"], w["last_s"] = best
+        out.append(w)
     return out
 
 
@@ -289,7 +298,9 @@ def _banded_best(t: np.ndarray, v: np.ndarray, c: SoftScore, w: float):
 
 def peak_span(rec: VideoRecords, rule: Rule, peak_track: int | None) -> tuple[float, float] | None:
     """The event span for a scored video without building full traces (fast path for result lists):
-    the window of the peak unit's largest weighted soft term (the same choice `explain_video` makes)."""
+    the window of the peak unit's largest weighted soft term (the same choice `explain_video` makes);
+    without soft scores, the longest run of the first gate with ``min_seconds`` (on the ego series,
+    or the peak track), else the unit's life."""
 
     if rule.sequence is not None:
         from .sequence import match_sequence
@@ -319,6 +330,18 @@ def peak_span(rec: VideoRecords, rule: Rule, peak_track: int | None) -> tuple[fl
             _, s, sp = _trend_trace(t, vals, c)
         if sp is not None and c.weight * s > best:
             best, span = c.weight * s, sp
+    if span is None:
+        # a gate held for a duration (min_seconds) is the event: its longest run on the unit
+        for g in rule.hard_gates:
+            if g.min_seconds is None or (g.field not in EGO_FIELDS and tr is None):
+                continue
+            if g.field in EGO_FIELDS:
+                run = longest_held_run(rec.t, ego_series(rec, g.field), g.op, g.value)
+            else:
+                run = longest_held_run(t_unit, track_series(rec, tr, g.field), g.op, g.value)
+            if run is not None:
+                span = (run[1], run[2])
+                break
     if span is None and len(t_unit):
         span = (float(t_unit[0]), float(t_unit[-1]))
     return span

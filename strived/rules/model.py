@@ -88,6 +88,13 @@ GATE_SCHEMA: dict[str, Any] = {
         "min_time_fraction": _num(0, 1, excl_lo=True, nullable=True,
                                   desc="extension: the condition must hold in at least this "
                                        "fraction of the track's frames (null = in at least one frame)"),
+        "min_seconds": _num(0, MAX_SECONDS, excl_lo=True, nullable=True,
+                            desc="extension, seconds: the condition must hold over an unbroken run "
+                                 "of the unit's samples lasting at least this long (last sample's "
+                                 "time minus the first's; a sample without a value breaks the run). "
+                                 "A duration, not a share of the clip: 'stopped for 3 s' is found "
+                                 "in a clip of any length. Not with min_time_fraction (null = in at "
+                                 "least one frame)"),
     },
 }
 
@@ -206,15 +213,21 @@ class Gate:
     op: str
     value: float
     min_time_fraction: float | None = None
+    #: seconds: the condition holds over an unbroken run of samples at least this long
+    min_seconds: float | None = None
 
     def describe(self) -> str:
         q = "" if self.min_time_fraction is None else f" for ≥{self.min_time_fraction:.0%} of frames"
+        if self.min_seconds is not None:
+            q = f" held for ≥{self.min_seconds:g} s"
         return f"{self.field} {OP_SYMBOL[self.op]} {self.value:g}{q}"
 
     def to_dict(self) -> dict:
         gd = {"field": self.field, "op": self.op, "value": self.value}
         if self.min_time_fraction is not None:
             gd["min_time_fraction"] = self.min_time_fraction
+        if self.min_seconds is not None:
+            gd["min_seconds"] = self.min_seconds
         return gd
 
 
@@ -515,8 +528,18 @@ def _fragment(d: dict, base: str, errors: list, warnings: list, *, in_sequence: 
         if in_sequence and g.get("min_time_fraction") is not None:
             errors.append((f"{base}/hard_gates/{i}/min_time_fraction",
                            "not available in a step or negation: its gates hold at one time"))
+        secs = g.get("min_seconds")
+        if in_sequence and secs is not None:
+            errors.append((f"{base}/hard_gates/{i}/min_seconds",
+                           "not available in a step or negation: its gates hold at one time "
+                           "(separate steps in time with the gap's min_seconds)"))
+        elif secs is not None and g.get("min_time_fraction") is not None:
+            errors.append((f"{base}/hard_gates/{i}/min_seconds",
+                           "give either min_seconds (a duration) or min_time_fraction (a share of "
+                           "the clip), not both"))
         gates.append(Gate(field=g["field"], op=OPS[g["op"]], value=v,
-                          min_time_fraction=g.get("min_time_fraction")))
+                          min_time_fraction=g.get("min_time_fraction"),
+                          min_seconds=None if secs is None else float(secs)))
 
     softs = []
     for i, s in enumerate(d.get("soft_scores") or []):

@@ -141,8 +141,43 @@ def candidate_tracks(rec: VideoRecords, rule: Rule) -> list:
     return cands
 
 
+def held_runs(times, values, op: str, x: float) -> list[tuple[float, float]]:
+    """(first time, last time) of every maximal run of consecutive samples where op(value, x)
+    holds; a sample without a value holds nothing and ends the run."""
+    runs, start, prev = [], None, None
+    for t, v in zip(times, values):
+        if op_holds(float(v), op, x):
+            if start is None:
+                start = float(t)
+            prev = float(t)
+        elif start is not None:
+            runs.append((start, prev))
+            start = None
+    if start is not None:
+        runs.append((start, prev))
+    return runs
+
+
+def longest_held_run(times, values, op: str, x: float) -> tuple[float, float, float] | None:
+    """(duration s, first time, last time) of the longest held run (the earliest of equals), or
+    None when the condition never holds."""
+    best = None
+    for a, b in held_runs(times, values, op, x):
+        if best is None or b - a > best[0]:
+            best = (b - a, a, b)
+    return best
+
+
+def held_long_enough(times, values, g) -> bool:
+    """A ``min_seconds`` gate on one unit: a held run of at least that long (to within T_EPS)."""
+    best = longest_held_run(times, values, g.op, g.value)
+    return best is not None and best[0] >= g.min_seconds - T_EPS
+
+
 def gate_holds(rec: VideoRecords, cands, g) -> bool:
     def unit_ok(times, values) -> bool:
+        if g.min_seconds is not None:
+            return held_long_enough(times, values, g)
         flags = [op_holds(v, g.op, g.value) for v in values if not math.isnan(v)]
         if g.min_time_fraction is None:
             return any(flags)

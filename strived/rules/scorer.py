@@ -63,6 +63,8 @@ def _gate_units(cols: TrackColumns, g) -> np.ndarray:
     """Per-unit (track, or video for ego fields) truth of a gate."""
     if g.min_time_fraction is not None:
         return cols.fraction_holds(g.field, g.op, g.value, g.min_time_fraction)
+    if g.min_seconds is not None:
+        return cols.held_for(g.field, g.op, g.value, g.min_seconds)
     mn, mx = cols.minmax(g.field)
     with np.errstate(invalid="ignore"):
         if g.op == "lt":

@@ -125,6 +125,52 @@ def test_the_form_shows_every_shipped_rule_exactly(qtbot):
     assert form.gate_rows[1].widgets["value"].text() == "hard"
 
 
+def test_form_edits_a_gate_held_for_seconds(qtbot):
+    """A gate's ``min_seconds`` ("held for ≥ s"): shown in its own box, written back exactly,
+    editable; with the fraction too, the engine's error lands on the seconds box."""
+    from app.rule_editor import RuleEditor
+    from strived.rules import parse_rule
+
+    ed = RuleEditor()
+    qtbot.addWidget(ed)
+    ed.show()
+    doc = {"entity": {"role": "ego"}, "soft_scores": [],
+           "hard_gates": [{"field": "speed", "op": "lt", "value": 0.5, "min_seconds": 3.0}]}
+    ed.set_rule(doc)
+    form = ed.form
+    assert form.reason is None and ed.tabs.currentWidget() is form
+    row = form.gate_rows[0]
+    assert row.widgets["min_seconds"].text() == "3.0" and row.widgets["min_time_fraction"].text() == ""
+    assert form.document()["hard_gates"][0] == doc["hard_gates"][0]
+    assert parse_rule(form.document()).to_dict() == parse_rule(doc).to_dict()
+    # the user asks for 5 s: the JSON follows
+    _type_in(qtbot, row.widgets["min_seconds"], "5")
+    assert json.loads(ed.text.toPlainText())["hard_gates"][0]["min_seconds"] == 5
+    assert ed.apply_button.isEnabled()
+    # ... and types a fraction as well: one or the other, the error sits on the seconds box
+    _type_in(qtbot, row.widgets["min_time_fraction"], "0.8")
+    assert not ed.apply_button.isEnabled()
+    assert row.error.isVisibleTo(form) and "min_seconds" in row.error.text()
+    assert form.widget_for("/hard_gates/0/min_seconds") is row.widgets["min_seconds"]
+    # emptying the seconds box leaves the fraction gate: valid again, no min_seconds key
+    _type_in(qtbot, row.widgets["min_seconds"], "")
+    qtbot.keyClick(row.widgets["min_seconds"], Qt.Key.Key_Delete)
+    assert row.widgets["min_seconds"].text() == ""
+    out = json.loads(ed.text.toPlainText())["hard_gates"][0]
+    assert "min_seconds" not in out and out["min_time_fraction"] == 0.8 and ed.apply_button.isEnabled()
+    # the shipped ego_stationary (a duration gate) opens in the form, exactly
+    from strived.rulelib.hand_rules import hand_rule
+
+    ed.set_rule(hand_rule("ego_stationary"))
+    assert ed.tabs.currentWidget() is form and form.gate_rows[0].widgets["min_seconds"].text() == "3.0"
+    # the inspector's gate line says how long it held, and when
+    from app.main_window import gate_witness_text
+
+    line = gate_witness_text({"gate": "speed < 0.5 held for ≥3 s", "met": True, "track": -1, "cls": "ego",
+                              "first_s": 14.0, "last_s": 19.9, "held_s": 5.9, "fraction": 0.3})
+    assert line == "speed < 0.5 held for ≥3 s: met by the ego vehicle, 14.0–19.9 s (held 5.9 s unbroken)"
+
+
 # ----------------------------------------------------------------------------- journeys
 def test_form_journey_edit_gate_rerank_invalid_value_and_sequence(qtbot, window, library_copy):
     w = window

@@ -34,6 +34,11 @@ RULES = [
      "soft_scores": [{"type": "temporal_change", "field": "loc_x", "window_seconds": 3, "magnitude": 3,
                       "min_fraction": 0.5}]},
     {"entity": {"class_filter": ["truck"]}, "hard_gates": [{"field": "lane_rel", "op": ">=", "value": 1}], "soft_scores": []},
+    # gates held for a duration (an unbroken run of samples), on a track and on the ego series
+    {"entity": {"class_filter": ["car", "truck"]},
+     "hard_gates": [{"field": "distance", "op": "lt", "value": 35, "min_seconds": 2.0},
+                    {"field": "speed", "op": "gt", "value": 1, "min_seconds": 1.0}],
+     "soft_scores": [{"type": "temporal_change", "field": "loc_x", "window_seconds": 2, "magnitude": 3}]},
     # the lateral offset with the ego's rotation taken out (derived from loc_x, depth and heading)
     {"entity": {"class_filter": ["car", "truck"]}, "hard_gates": [{"field": "abs_loc_x", "op": "lt", "value": 3}],
      "soft_scores": [{"type": "temporal_change", "field": "abs_loc_x_road", "window_seconds": 2, "magnitude": 2,

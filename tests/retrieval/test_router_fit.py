@@ -39,15 +39,20 @@ def test_kind_with_too_few_queries_uses_the_global_fit():
     assert kind not in fr.cells and w == fr.default
 
 
-def test_ties_keep_the_word_list_weights_and_the_grid_has_a_main_source():
-    from strived.retrieval.router_fit import WORDLIST, wordlist_weights
+def test_ties_keep_the_prior_weights_and_the_grid_has_a_main_source():
+    from strived.retrieval.router_fit import EQUAL, WORDLIST, wordlist_weights
 
     grid = candidate_weights()
     assert grid[0] == {"rule": 1.0, "dense": 1.0, "bm25": 1.0}
     assert all(max(w.values()) == 1.0 for w in grid)
     same = {"rule": ITEMS, "dense": ITEMS, "bm25": ITEMS}
     q = "the ego car brakes hard"
+    # the prior is equal weights (issue 31): a tie keeps them
     fr = fit_router([Example(q, same, {"v3"}, set(), "k")] * 3)
+    assert fr.default == EQUAL and fr.cells == {"k": EQUAL}
+    assert fr.weights(q)[0] == {"rule": 1.0, "dense": 1.0, "bm25": 1.0}
+    # the word-list prior (the full-wordlist ablation) keeps the word-list weights the same way
+    fr = fit_router([Example(q, same, {"v3"}, set(), "k")] * 3, prior=WORDLIST)
     assert fr.default == WORDLIST and fr.cells == {"k": WORDLIST}
     w, _ = fr.weights(q)
     assert w == wordlist_weights(q) and w != {"rule": 1.0, "dense": 1.0, "bm25": 1.0}
@@ -64,7 +69,9 @@ def test_a_word_list_cell_round_trips(tmp_path):
     # the shipped router loads and answers
     from strived.retrieval.router_fit import shipped_router
     sr = shipped_router()
-    assert sr is not None and sr.provenance.get("prior") == "wordlist"
+    assert sr is not None and sr.provenance.get("prior") == "equal"
+    # shipped with equal weights: the fitted cells did not beat them on sources left out
+    assert "did not beat" in sr.provenance["decision"] or "beat equal" in sr.provenance["decision"]
     w, kind = sr.weights("a car cuts in from the left")
     assert set(w) == {"rule", "dense", "bm25"} and max(w.values()) > 0
 

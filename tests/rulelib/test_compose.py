@@ -125,7 +125,7 @@ def test_calibrate_update_recalibrates_only_the_named_events(shared_dir, tmp_pat
     out = tmp_path / "lib.json"
     assert main(["calibrate", str(root / "benchmarks" / "composition"), "--benchmark-labels",
                  "--events", "stop_then_go", "--update", str(root / "resources" / "rule_library.json"),
-                 "--out", str(out), "--max-iterations", "3"]) == 0
+                 "--out", str(out), "--max-iterations", "3", "--sources", "none"]) == 0
     new = json.loads(out.read_text())["events"]
     old = json.loads((root / "resources" / "rule_library.json").read_text())["events"]
     assert new["stop_then_go"]["calibrated"] and new["stop_then_go"]["n_pos"] == 3

@@ -30,6 +30,9 @@ from .optimizer import OptimizerProposer, canonical_form, grid_distance
 from .weak_labels import WeakLabels
 
 DEFAULT_TARGET_AP = 0.9
+#: With sources given, a number moves only on evidence from at least this many sources (issue 31:
+#: a fit carried by one source's clips did not hold on footage from new sources)
+MIN_SOURCES = 2
 MAX_ITERATIONS = 20
 PERCENTILES = (10, 25, 50, 75, 90, 95)
 
@@ -140,7 +143,8 @@ def issue_tags(scores: np.ndarray, is_pos: np.ndarray, hard: np.ndarray) -> list
 class _Evaluator:
     """Scores candidate rules on the calibration videos and computes AP + feedback."""
 
-    def __init__(self, scorer, labels: WeakLabels, event: str, videos: list[str] | None):
+    def __init__(self, scorer, labels: WeakLabels, event: str, videos: list[str] | None,
+                 groups: dict[str, str] | None = None):
         ids = scorer.video_ids
         index = {v: i for i, v in enumerate(ids)}
         universe = [v for v in (videos if videos is not None else labels.videos) if v in index]
@@ -151,6 +155,33 @@ class _Evaluator:
         self.is_pos = np.array([v in pos for v in keep], dtype=bool)
         self.scorer = scorer
         self.n_evals = 0
+        # leave-one-source-out subsets that keep positives: a move must gain on each of them
+        self.subsets: list[np.ndarray] = []
+        self.n_sources_pos = 0
+        if groups is not None:
+            g = np.array([groups.get(v, v) for v in keep])
+            with_pos = sorted(set(g[self.is_pos]))
+            self.n_sources_pos = len(with_pos)
+            for src in with_pos:
+                m = g != src
+                if self.is_pos[m].any():
+                    self.subsets.append(m)
+        self.robust = groups is not None
+
+    def gain(self, s_new: np.ndarray, s_old: np.ndarray) -> float:
+        """How much ranking by ``s_new`` instead of ``s_old`` gains, counted robustly: with
+        sources, the smallest AP gain over the whole set and every set with one source left out,
+        so a move carried by one source's clips alone gains nothing; fewer than
+        ``MIN_SOURCES`` sources with positives allow no move (-inf)."""
+        full = (average_precision_pessimistic(s_new, self.is_pos)
+                - average_precision_pessimistic(s_old, self.is_pos))
+        if not self.robust:
+            return full
+        if self.n_sources_pos < MIN_SOURCES:
+            return float("-inf")
+        gains = [full] + [average_precision_pessimistic(s_new[m], self.is_pos[m])
+                          - average_precision_pessimistic(s_old[m], self.is_pos[m]) for m in self.subsets]
+        return min(gains)
 
     def __call__(self, rule_dict: dict):
         rule = parse_rule(rule_dict)          # raises RuleError
@@ -164,16 +195,20 @@ def calibrate_event(event: str, scorer, labels: WeakLabels, *, proposer: str = "
                     llm=None, field_stats: dict | None = None, target_ap: float = DEFAULT_TARGET_AP,
                     max_iterations: int = MAX_ITERATIONS, seed: int = 0,
                     videos: list[str] | None = None, form: dict | None = None,
+                    groups: dict[str, str] | None = None,
                     progress: ProgressFn = None, cancel: CancelFn = None) -> EventReport:
     """Calibrate one event's numbers on ``labels`` (positives ∪ negatives among ``videos``).
 
     ``scorer``: a `RuleScorer` over (at least) the calibration videos. ``proposer``:
     "optimizer" or "llm" (then ``llm`` is an `LLMClient`; failures fall back per iteration).
+    ``groups`` (video id -> source): numbers move only where the AP gain holds with any one
+    source left out (`_Evaluator.gain`); the best rule is the one with the largest such gain over
+    the starting form, ties going to the form's own numbers.
     Returns an `EventReport` with AP per iteration; raises Cancelled when ``cancel()`` is true.
     """
     t0 = time.perf_counter()
     form = canonical_form(form or get_event(event).form)
-    ev = _Evaluator(scorer, labels, event, videos)
+    ev = _Evaluator(scorer, labels, event, videos, groups)
     n_pos, n_neg = int(ev.is_pos.sum()), int((~ev.is_pos).sum())
     state = LoopState(event, form, len(ev.idx), target_ap)
     opt = OptimizerProposer(form, field_stats, seed=seed)
@@ -181,7 +216,8 @@ def calibrate_event(event: str, scorer, labels: WeakLabels, *, proposer: str = "
     if proposer == "llm":
         from .llm_fit import LLMProposer
         llm_prop = LLMProposer(llm, event, form, field_stats)
-    start_ap, _, _ = ev(form)
+    start_ap, start_s, _ = ev(form)
+    best_s = start_s
     rep = EventReport(event, n_pos, n_neg, start_ap, start_ap, form, form)
     if n_pos == 0:
         rep.stopped = "no positives: starting numbers kept"
@@ -210,18 +246,19 @@ def calibrate_event(event: str, scorer, labels: WeakLabels, *, proposer: str = "
                 failed = f"RuleError: {e}"[:300]
                 rep.n_failed += 1 if name != opt.name else 0
                 continue
-            if best_c is None or ap > best_c[0] + 1e-12 or (
-                    abs(ap - best_c[0]) <= 1e-12 and state.best_rule is not None and
+            g = ev.gain(s, best_s) if state.best_rule is not None else 0.0
+            if best_c is None or g > best_c[4] + 1e-12 or (
+                    abs(g - best_c[4]) <= 1e-12 and state.best_rule is not None and
                     grid_distance(opt.params, c, form) < grid_distance(opt.params, best_c[3], form)):
-                best_c = (ap, s, h, c)
+                best_c = (ap, s, h, c, g)
         if best_c is None:
             continue
-        ap, s, h, cand = best_c
-        improved = ap > state.best_ap + 1e-12 or (
-            abs(ap - state.best_ap) <= 1e-12 and state.best_rule is not None
+        ap, s, h, cand, g = best_c
+        improved = state.best_rule is None or g > 1e-12 or (
+            abs(g) <= 1e-12 and abs(ap - state.best_ap) <= 1e-12
             and grid_distance(opt.params, cand, form) < grid_distance(opt.params, state.best_rule, form))
         if improved:
-            state.best_ap, state.best_rule = ap, cand
+            state.best_ap, state.best_rule, best_s = ap, cand, s
         pct = {f"P{p}": float(np.percentile(s, p)) if len(s) else 0.0 for p in PERCENTILES}
         rec = Iteration(it, name, ap, state.best_ap, len(cands), pct, float((s > 0.05).mean()),
                         issue_tags(s, ev.is_pos, h), failed)
@@ -235,8 +272,10 @@ def calibrate_event(event: str, scorer, labels: WeakLabels, *, proposer: str = "
             break
     else:
         rep.stopped = f"{max_iterations} iterations"
-    rep.best_ap = max(state.best_ap, start_ap)
-    rep.best_rule = state.best_rule if state.best_rule is not None and state.best_ap >= start_ap else form
+    keep = state.best_rule is not None and (ev.gain(best_s, start_s) > 1e-12 if ev.robust
+                                            else state.best_ap >= start_ap)
+    rep.best_rule = state.best_rule if keep else form
+    rep.best_ap = state.best_ap if keep else start_ap
     rep.best_rule = parse_rule(rep.best_rule).to_dict()
     rep.elapsed_s = time.perf_counter() - t0
     return rep
@@ -248,13 +287,50 @@ def calibrate_event(event: str, scorer, labels: WeakLabels, *, proposer: str = "
 MIN_POSITIVES = 3
 
 
+def heldout_by_source(event: str, scorer, labels: WeakLabels, groups: dict[str, str], form: dict,
+                      videos: list[str] | None = None, cancel: CancelFn = None, **kw) -> dict:
+    """Leave-one-source-out check of calibrating ``event``: each source's videos are scored by the
+    rule calibrated on the other sources, and the pooled AP of those held-out scores is compared
+    with the starting form's AP over the same videos. Returns {"heldout_ap", "hand_ap",
+    "n_sources"}; the APs are None when no source holds a positive."""
+    vids = [v for v in (videos if videos is not None else labels.videos) if v in set(scorer.video_ids)]
+    ign = labels.ignore.get(event, set()) - labels.positives.get(event, set())
+    vids = [v for v in vids if v not in ign]
+    pos = labels.positives.get(event, set())
+    index = {v: i for i, v in enumerate(scorer.video_ids)}
+    start = scorer.score(parse_rule(canonical_form(form))).scores
+    srcs = sorted({groups.get(v, v) for v in vids})
+    got_s, got_h, got_y = [], [], []
+    for src in srcs:
+        check_cancel(cancel)
+        test = [v for v in vids if groups.get(v, v) == src]
+        train = [v for v in vids if groups.get(v, v) != src]
+        ii = np.array([index[v] for v in test], dtype=np.int64)
+        if not (pos & set(train)):
+            s = start[ii]
+        else:
+            rep = calibrate_event(event, scorer, labels, videos=train, form=form, groups=groups,
+                                  cancel=cancel, **kw)
+            s = scorer.score(parse_rule(rep.best_rule)).scores[ii]
+        got_s.append(s), got_h.append(start[ii]), got_y.append(np.array([v in pos for v in test], bool))
+    y = np.concatenate(got_y) if got_y else np.zeros(0, bool)
+    if not y.any():
+        return {"heldout_ap": None, "hand_ap": None, "n_sources": len(srcs)}
+    return {"heldout_ap": average_precision_pessimistic(np.concatenate(got_s), y),
+            "hand_ap": average_precision_pessimistic(np.concatenate(got_h), y), "n_sources": len(srcs)}
+
+
 def calibrate_library(scorer, labels: WeakLabels, events: list[str] | None = None, *,
                       base=None, progress: ProgressFn = None, cancel: CancelFn = None,
-                      provenance: dict | None = None, **kw):
+                      provenance: dict | None = None, groups: dict[str, str] | None = None, **kw):
     """Calibrate ``events`` (default: every inventory event) and return (RuleLibrary, reports).
 
     Events without positives keep their starting numbers (``calibrated`` false, with a note).
     ``base``: a `RuleLibrary` whose forms to start from (default: the inventory).
+    ``groups`` (video id -> source): numbers move only on evidence from two or more sources, and
+    an event ships its calibrated numbers only where they beat its hand-written form's AP on
+    sources left out of the fit (`heldout_by_source`); otherwise the hand form ships, with the
+    figures in its note.
     """
     import datetime
 
@@ -265,23 +341,45 @@ def calibrate_library(scorer, labels: WeakLabels, events: list[str] | None = Non
     keys = list(events or EVENT_KEYS)
     entries = {k: e for k, e in base.entries.items()}
     reports = []
+    judged = set()       # events whose own labels chose the hand form: they inherit nothing
     for i, key in enumerate(keys):
         check_cancel(cancel)
         report(progress, "calibrate", i, len(keys), item=key)
         form = base.entries[key].start_rule if key in base.entries else None
-        rep = calibrate_event(key, scorer, labels, form=form, cancel=cancel, **kw)
+        rep = calibrate_event(key, scorer, labels, form=form, groups=groups, cancel=cancel, **kw)
         reports.append(rep)
         ok = rep.n_pos >= MIN_POSITIVES
+        note = None if ok else (f"{rep.n_pos} positives in the calibration corpus (fewer than "
+                                f"{MIN_POSITIVES}): too few to fit numbers without overfitting; "
+                                "starting numbers kept")
+        heldout = None
+        if ok and groups is not None:
+            judged.add(key)
+            if rep.best_rule == parse_rule(rep.start_rule).to_dict():
+                ok = False
+                note = ("hand-written numbers kept: no change of numbers gained AP with any one source "
+                        "of the corpus left out (a fit needs evidence from two or more sources)")
+            else:
+                heldout = heldout_by_source(key, scorer, labels, groups, rep.start_rule, cancel=cancel,
+                                            **kw)
+                h, b = heldout["heldout_ap"], heldout["hand_ap"]
+                if h is None or h <= b + 1e-9:
+                    ok = False
+                    note = (f"hand-written numbers kept: calibrated numbers scored AP {h:.3f} on sources "
+                            f"left out of the fit vs {b:.3f} for the hand form ({heldout['n_sources']} "
+                            "sources, leave one out)") if h is not None else \
+                        "hand-written numbers kept: no source-held-out evidence"
+                else:
+                    note = (f"calibrated numbers: AP {h:.3f} on sources left out of the fit vs {b:.3f} for "
+                            f"the hand form ({heldout['n_sources']} sources, leave one out)")
         entries[key] = LibraryEntry(
             key, rep.best_rule if ok else parse_rule(rep.start_rule).to_dict(),
             parse_rule(rep.start_rule).to_dict(), calibrated=ok, ap=rep.best_ap if ok else None,
-            start_ap=rep.start_ap if ok else None, iterations=len(rep.iterations),
-            n_pos=rep.n_pos, n_neg=rep.n_neg,
-            note=None if ok else (f"{rep.n_pos} positives in the calibration corpus (fewer than "
-                                  f"{MIN_POSITIVES}): too few to fit numbers without overfitting; "
-                                  "starting numbers kept"))
+            start_ap=rep.start_ap if rep.n_pos >= MIN_POSITIVES else None, iterations=len(rep.iterations),
+            n_pos=rep.n_pos, n_neg=rep.n_neg, note=note)
     report(progress, "calibrate", len(keys), len(keys))
-    _inherit_from_parents(entries)
+    # events not recalibrated in this run keep what they had; judged ones keep their judgement
+    _inherit_from_parents(entries, skip=judged | (set(entries) - set(keys)))
     prov = dict(provenance or {})
     prov.setdefault("proposer", kw.get("proposer", "optimizer"))
     prov.setdefault("seed", kw.get("seed", 0))
@@ -358,17 +456,18 @@ def inherit_numbers(child: dict, parent: dict) -> tuple[dict, list[str]]:
     return out, taken
 
 
-def _inherit_from_parents(entries: dict) -> None:
+def _inherit_from_parents(entries: dict, skip: set = frozenset()) -> None:
     """An event with too few positives to calibrate takes, for the gates and soft scores it shares
     with its calibrated parent event, the parent's fitted numbers: both read the same perception
     (e.g. a rear-end is a collision with the car ahead: ranging at contact range fails the same
-    way), and the parent's numbers were fitted on several positives instead of none."""
+    way), and the parent's numbers were fitted on several positives instead of none. ``skip``: events
+    whose own labels were judged (they keep what that judgement chose)."""
     from ..events import EVENT_KEYS, get_event
 
     for key, e in list(entries.items()):
         ev = get_event(key) if key in EVENT_KEYS else None
         par = entries.get(ev.parent) if ev is not None and ev.parent else None
-        if e.calibrated or par is None or not par.calibrated:
+        if e.calibrated or key in skip or par is None or not par.calibrated:
             continue
         rule, taken = inherit_numbers(e.rule, par.rule)
         if not taken:

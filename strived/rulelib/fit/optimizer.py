@@ -23,6 +23,9 @@ WINDOW_GRID_S = (1.0, 2.0, 3.0, 4.0, 6.0, 8.0)
 WEIGHT_GRID = (0.25, 0.5, 0.75, 1.0)
 FRACTION_GRID = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
 TIME_FRACTION_GRID = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
+#: how long a gate's condition must hold unbroken (min_seconds), in seconds: from a stop-line
+#: pause (1-2 s) to waiting at a light (several seconds)
+HELD_SECONDS_GRID = (1.0, 2.0, 3.0, 5.0, 8.0)
 DURATION_GRID_S = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 
 # change magnitudes (δ) per field, in the field's unit
@@ -122,6 +125,9 @@ def _fragment_params(frag: dict, prefix: tuple, field_stats) -> list[Param]:
         if g.get("min_time_fraction") is not None:
             params.append(Param(prefix + ("hard_gates", i, "min_time_fraction"), "fraction",
                                 _merge_grid(TIME_FRACTION_GRID, g["min_time_fraction"])))
+        if g.get("min_seconds") is not None:
+            params.append(Param(prefix + ("hard_gates", i, "min_seconds"), "duration",
+                                _merge_grid(HELD_SECONDS_GRID, g["min_seconds"])))
     softs = frag.get("soft_scores", [])
     for i, s in enumerate(softs):
         fld = s["field"]
