@@ -195,7 +195,7 @@ def _query_rankings(ctx, q: BenchQuery, variant: dict) -> tuple[dict[str, list[s
         hits, _ = rule_hits(ctx, q, **variant)
         try:
             resp = search(ctx.library, q.text, sources=SOURCES, weights={s: 1.0 for s in SOURCES},
-                          top_k=10**9, span_k=0, llm=ctx.llm, rule_hits=hits)
+                          top_k=10**9, span_k=0, llm=ctx.llm, rule_hits=hits, rerank=False)
         except SourceUnavailable as e:
             raise MethodUnavailable(str(e)) from None
         items = set(ctx.bench.item_ids)
@@ -222,14 +222,23 @@ def _cv_router_weights(ctx, q: BenchQuery, variant: dict) -> dict[str, float]:
     return w
 
 
-def _fold_searches(ctx, q: BenchQuery, sources, variant: dict, top_k: int = 10**9):
+def _fold_searches(ctx, q: BenchQuery, sources, variant: dict, top_k: int = 10**9,
+                   weights=None, router: str = "auto"):
     """Per source fold: (held-out item ids, the product's search over all items with router
-    weights fitted on the other queries' labels over the *other* sources' items only)."""
+    weights fitted on the other queries' labels over the *other* sources' items only; with
+    ``weights`` or a non-fitted ``router``, those instead)."""
     from ..retrieval.router_fit import Example, fit_router
 
     hits = rule_hits(ctx, q, **variant)[0] if "rule" in sources else None
     for fold in eval_folds(ctx, list(ctx.bench.item_ids)):
         held = set(fold)
+        if weights is not None or router != "auto":
+            try:
+                yield held, search(ctx.library, q.text, sources=sources, weights=weights, router=router,
+                                   top_k=top_k, span_k=0, llm=ctx.llm, rule_hits=hits, rerank=False)
+            except SourceUnavailable as e:
+                raise MethodUnavailable(str(e)) from None
+            continue
         exs = []
         for o in ctx.bench.queries:
             if o.id == q.id or not (set(o.relevant) - held):
@@ -242,35 +251,84 @@ def _fold_searches(ctx, q: BenchQuery, sources, variant: dict, top_k: int = 10**
         w = fit_router(exs).weights(q.text)[0] if exs else {s: 1.0 for s in sources}
         try:
             resp = search(ctx.library, q.text, sources=sources, weights={s: w.get(s, 0.0) for s in sources},
-                          top_k=top_k, span_k=0, llm=ctx.llm, rule_hits=hits)
+                          top_k=top_k, span_k=0, llm=ctx.llm, rule_hits=hits, rerank=False)
         except SourceUnavailable as e:
             raise MethodUnavailable(str(e)) from None
         yield held, resp
 
 
-def _source_fold_fusion(ctx, q: BenchQuery, sources, variant: dict) -> MethodOutput:
+def _source_fold_fusion(ctx, q: BenchQuery, sources, variant: dict, rerank: bool = False,
+                        weights=None, router: str = "auto") -> MethodOutput:
     """Leave-one-source-out fusion: each fold's fused scores of its own items (`_fold_searches`),
-    merged into one ranking."""
+    merged into one ranking; with ``rerank``, its first `RERANK_K` ordered by a relevance model
+    fitted on the other sources' hits of the other queries (`_nested_relevance`)."""
+    from ..retrieval.relevance import RERANK_K, hit_features
+
     fused: dict[str, float] = {}
-    for held, resp in _fold_searches(ctx, q, sources, variant):
-        fused.update({h.video_id: h.score for h in resp.hits if h.video_id in held})
+    feats: dict[str, tuple[int, object]] = {}
+    for k, (held, resp) in enumerate(_fold_searches(ctx, q, sources, variant, weights=weights, router=router)):
+        for h in resp.hits:
+            if h.video_id in held:
+                fused[h.video_id] = h.score
+                if rerank:
+                    feats[h.video_id] = (k, hit_features(h.per_source, h.rank, query_match(ctx, q.text)))
     order = sorted(fused, key=lambda v: (-fused[v], v))
+    if rerank:
+        head = order[:RERANK_K]
+        p = {v: float(_nested_relevance(ctx, feats[v][0], q.id).predict(feats[v][1])[0]) for v in head}
+        order = sorted(head, key=lambda v: (-p[v], head.index(v))) + order[RERANK_K:]
     spans = rule_hits(ctx, q, **variant)[1] if "rule" in sources else {}
     return MethodOutput(order, dict(spans))
 
 
-def _search(ctx, q, sources, weights=None, router="auto", **variant) -> MethodOutput:
+def _nested_relevance(ctx, fold: int, query_id: str):
+    """The relevance model for the items of source fold ``fold`` under query ``query_id``: fitted
+    on the hits of every *other* query (out-of-scope ones included) over the *other* folds' items,
+    each hit's features taken from the search of its own fold. Cached per (fold, query)."""
+    import numpy as np
+
+    from ..retrieval.relevance import RelevanceModel, fit_logistic
+
+    key = ("nested_relevance", fold, query_id)
+    if key in ctx.cache:
+        return ctx.cache[key]
+    rows = _fold_relevance_rows(ctx)
+    X = [r for (f, qid), (rs, _) in rows.items() if f != fold and qid != query_id for r in rs]
+    y = [v for (f, qid), (_, ys) in rows.items() if f != fold and qid != query_id for v in ys]
+    model = RelevanceModel(fit_logistic(np.vstack(X), np.asarray(y)))
+    ctx.cache[key] = model
+    return model
+
+
+def _fold_relevance_rows(ctx) -> dict:
+    """{(fold index, query id): (feature rows, labels)} of each fold's own items among the top 50
+    of its search, for every query and the shipped out-of-scope fitting queries."""
+    if "fold_relevance_rows" in ctx.cache:
+        return ctx.cache["fold_relevance_rows"]
+    out = {}
+    extra = [BenchQuery(f"oos{k}", t, []) for k, t in enumerate(out_of_scope_queries("fit"))]
+    for q in list(ctx.bench.queries) + extra:
+        for k, (held, resp) in enumerate(_fold_searches(ctx, q, SOURCES, {}, top_k=50)):
+            rows, ys, _ = _relevance_rows(ctx, q, resp, held)
+            out[(k, q.id)] = (rows, ys)
+    ctx.cache["fold_relevance_rows"] = out
+    return out
+
+
+def _search(ctx, q, sources, weights=None, router="auto", rerank=False, **variant) -> MethodOutput:
     hits = spans = None
-    if (weights is None and router == "auto" and len(sources) > 1 and ctx.cv_folds == "source"
-            and ctx.llm is None):
-        return _source_fold_fusion(ctx, q, sources, variant)
+    if ctx.cv_folds == "source" and ctx.llm is None and len(sources) > 1 and (
+            (weights is None and router == "auto") or (rerank and tuple(sources) == SOURCES)):
+        # fitted router and/or relevance reranking: both fitted inside each source fold
+        return _source_fold_fusion(ctx, q, sources, variant, rerank=rerank and tuple(sources) == SOURCES,
+                                   weights=weights, router=router)
     if "rule" in sources:
         hits, spans = rule_hits(ctx, q, **variant)
     if weights is None and router == "auto" and len(sources) > 1 and ctx.cv_folds and ctx.llm is None:
         weights = _cv_router_weights(ctx, q, variant)
     try:
         resp = search(ctx.library, q.text, sources=sources, weights=weights, top_k=10**9, span_k=0,
-                      llm=ctx.llm, rule_hits=hits, router=router)
+                      llm=ctx.llm, rule_hits=hits, router=router, rerank=rerank)
     except SourceUnavailable as e:
         raise MethodUnavailable(str(e)) from None
     missing = [s for s in sources if s not in resp.sources_used]
@@ -287,10 +345,14 @@ def _search(ctx, q, sources, weights=None, router="auto", **variant) -> MethodOu
 # name -> (sources, rule-source variant, description); one registration per row
 _VARIANTS = {
     "full": (SOURCES, {}, "the full system: routed weighted RRF of rule, dense, BM25 (router fitted on "
-                          "labelled queries; with --cv, on the other queries only)"),
+                          "labelled queries; with --cv, on the other queries only, and with --cv source "
+                          "on the other sources only)"),
     "full-wordlist": (SOURCES, {"router": "wordlist"},
                       "full system with the word-list router (the paper's three facts as word lists)"),
     "equal": (SOURCES, {"weights": {s: 1.0 for s in SOURCES}}, "unweighted RRF of rule, dense, BM25"),
+    "full-rerank": (SOURCES, {"rerank": True},
+                    "full system with its first 20 reranked by the relevance estimate (the paper's "
+                    "optional reranker; with --cv source the relevance model is fitted inside each fold)"),
     "rule": (("rule",), {}, "symbolic path alone: calibrated library, matcher + adapter"),
     "dense": (("dense",), {}, "dense retrieval alone"),
     "bm25": (("bm25",), {}, "BM25 over per-video summaries alone"),
@@ -412,7 +474,7 @@ def relevance_groups(ctx: EvalContext, top: int = 50, by: str = "query",
             weights = _cv_router_weights(ctx, q, {}) if ctx.cv_folds and ctx.llm is None else None
             try:
                 parts = [(None, search(ctx.library, q.text, sources=SOURCES, weights=weights, top_k=top,
-                                       span_k=0, llm=ctx.llm, rule_hits=hits))]
+                                       span_k=0, llm=ctx.llm, rule_hits=hits, rerank=False))]
             except SourceUnavailable as e:
                 raise MethodUnavailable(str(e)) from None
         for held, resp in parts:

@@ -45,4 +45,4 @@ def method(name: str, description: str):
 
 DEFAULT_METHODS = ("full", "equal", "rule", "dense", "bm25", "rule-hand", "full-uncalibrated",
                    "full-no-adapter", "full-binarised", "full-no-gates", "full-no-entity",
-                   "rule-uncalibrated", "rule-one-profile", "full-one-profile", "full-wordlist")
+                   "rule-uncalibrated", "rule-one-profile", "full-one-profile", "full-wordlist", "full-rerank")

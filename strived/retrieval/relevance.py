@@ -192,3 +192,22 @@ def describe(p: float | None) -> str:
         return "relevance unknown"
     word = "likely" if p >= 0.6 else "possible" if p >= 0.3 else "unlikely"
     return f"{word} match ({p:.0%})"
+
+
+#: The paper's optional reranker works over the fused list's first K' = 20 (appendix "Multi-Source
+#: Fusion"); the relevance estimate is that reranker here.
+RERANK_K = 20
+
+
+def rerank_by_relevance(hits: list, k: int = RERANK_K) -> list:
+    """The first ``k`` hits ordered by their relevance estimate (ties keep the fused order), the
+    rest as they were; ranks renumbered. Hits without a relevance are left as they are (the
+    model did not apply): then nothing moves."""
+    head = hits[:k]
+    if not head or any(h.relevance is None for h in head):
+        return hits
+    order = sorted(range(len(head)), key=lambda i: (-head[i].relevance, i))
+    out = [head[i] for i in order] + hits[k:]
+    for r, h in enumerate(out, start=1):
+        h.rank = r
+    return out

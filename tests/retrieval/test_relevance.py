@@ -112,3 +112,18 @@ def test_cli_prints_relevance_and_never_calls_word_overlap_a_similarity(full_lib
     assert "relevance" in out and "%" in out
     assert "similarity" not in out.lower()
     assert "dense " in out and "(cos " in out
+
+
+def test_rerank_orders_the_first_k_by_relevance_and_renumbers(full_library):
+    """The optional reranker (off by default: it did not beat the fused order on held-out
+    sources) puts the first K' in the order of the relevance each hit shows, the rest untouched."""
+    from strived import engine
+
+    plain = engine.search(full_library, "a car cuts in from the left", top_k=30)
+    rr = engine.search(full_library, "a car cuts in from the left", top_k=30, rerank=True)
+    assert [h.video_id for h in plain.hits] != [] and all(h.relevance is not None for h in rr.hits)
+    head = rr.hits[:R.RERANK_K]
+    assert [h.relevance for h in head] == sorted((h.relevance for h in head), reverse=True)
+    assert {h.video_id for h in head} == {h.video_id for h in plain.hits[:R.RERANK_K]}
+    assert [h.video_id for h in rr.hits[R.RERANK_K:]] == [h.video_id for h in plain.hits[R.RERANK_K:]]
+    assert [h.rank for h in rr.hits] == list(range(1, len(rr.hits) + 1))
