@@ -1596,9 +1596,9 @@ class MainWindow(QMainWindow):
     def show_about(self) -> None:
         import strived
 
-        QMessageBox.about(self, "About STRIVE-D",
-                          f"<b>STRIVE-D</b> {getattr(strived, '__version__', '')}<br>Search dashcam "
-                          "footage in plain language, offline.")
+        from .about import about_html
+
+        QMessageBox.about(self, "About STRIVE-D", about_html(getattr(strived, "__version__", "")))
 
     def _on_settings_triggered(self) -> None:
         self.settings_dialog = SettingsDialog(self.settings, self._index_folder, self)

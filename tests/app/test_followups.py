@@ -302,3 +302,28 @@ def test_an_edited_clip_shows_its_shot_cuts_on_the_timeline(qtbot, window, libra
     inspect_video(qtbot, w, "gen_plain")
     assert tl.cuts == [] and "shot cut" not in tl.title.text()
     assert not any(ln.isVisible() for r in tl.rows for ln in r.cut_lines)
+
+
+def test_about_box_quotes_the_unseen_footage_figure(qtbot, window, tmp_path):
+    """Help > About states search quality as measured on footage from sources never used to design
+    the product (resources/quality.json, from the committed holdout evaluation)."""
+    import json
+
+    from app.about import QUALITY, quality_sentence
+    from tests.app.conftest import answer_dialogs, click_button
+
+    q = json.loads(QUALITY.read_text())
+    ev = json.loads((QUALITY.parents[1] / q["source"]).read_text())
+    assert q["full_acc1"] == round(ev["methods"]["full"]["Acc@1"], 4) and q["n_items"] == ev["n_items"]
+    texts: list[str] = []
+
+    def read(d):
+        texts.append(d.text())
+        click_button(qtbot, d, "OK")
+
+    met = answer_dialogs(qtbot, read)
+    _menu(qtbot, window, "Help", "About STRIVE-D")
+    _wait_answered(qtbot, met, 1)
+    assert f"{q['full_acc1']:.0%}" in texts[0] and "never used to design" in texts[0]
+    (tmp_path / "bad.json").write_text("{")
+    assert quality_sentence(tmp_path / "bad.json") is None
