@@ -6,6 +6,8 @@ import argparse
 import sys
 import time
 
+import strived  # noqa: F401  (sets the dependencies' telemetry opt-outs before any of them loads)
+
 
 def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()

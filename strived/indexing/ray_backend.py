@@ -71,6 +71,11 @@ def init_ray(address: str, num_cpus: int | None = None):
         raise StrivedError("--ray needs Ray: pip install 'ray[data]'") from e
     if ray.is_initialized():
         return ray
+    from ..offline import OPT_OUTS
+
+    # workers get the same opt-outs (a local instance inherits this process's environment; a
+    # cluster's workers do not)
+    env = {k: os.environ.get(k, v) for k, v in OPT_OUTS.items()}
     if address in ("local", ""):
         ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
                  configure_logging=False)
@@ -78,7 +83,7 @@ def init_ray(address: str, num_cpus: int | None = None):
         import strived
 
         ray.init(address=address, log_to_driver=False, configure_logging=False,
-                 runtime_env={"py_modules": [os.path.dirname(strived.__file__)]})
+                 runtime_env={"py_modules": [os.path.dirname(strived.__file__)], "env_vars": env})
     return ray
 
 

@@ -292,7 +292,8 @@ class OnnxYoloDetector:
     def __init__(self, path: str | os.PathLike, *, device: str = "cpu", score_threshold: float = 0.25,
                  input_size: tuple[int, int] = (640, 640)):
         try:
-            import onnxruntime as ort
+            from ..offline import onnxruntime as _ort_offline
+            ort = _ort_offline()
         except ImportError as e:
             raise DetectorError("the ONNX backend needs onnxruntime: pip install onnxruntime") from e
         path = Path(path)
@@ -532,7 +533,8 @@ class NanoDetDetector:
         self.coco_cols = np.nonzero(self.cls_map >= 0)[0]
         self.session = self.net = self.graph = None
         try:
-            import onnxruntime as ort
+            from ..offline import onnxruntime as _ort_offline
+            ort = _ort_offline()
         except ImportError:
             ort = None
         runtime = nanodet_runtime(device, ort)
@@ -781,7 +783,8 @@ def resolve_device(device: str, backend: str) -> str:
         return "cuda" if _cv2_has_cuda() else "cpu"
     if backend in ("onnx", "nanodet-g"):
         try:
-            import onnxruntime as ort
+            from ..offline import onnxruntime as _ort_offline
+            ort = _ort_offline()
             if "CUDAExecutionProvider" in ort.get_available_providers():
                 return "cuda"
         except ImportError:
