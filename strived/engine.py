@@ -533,6 +533,8 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
     that value, the dense and BM25 sources the text.
     """
     t_all = time.perf_counter()
+    if not (query or "").strip() and rule is None and event is None and rule_hits is None:
+        raise StrivedError("the query is empty: say what to look for (e.g. \"a car cuts in from the left\")")
     parsed = parse_query(query)
     timings: dict[str, float] = {}
     notices: list[str] = []

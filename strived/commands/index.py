@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 import time
 
 
@@ -86,6 +87,11 @@ def run(args) -> int:
     from ..indexing.job import index_folder
     from ..store.library import Library
 
+    # a mistyped footage folder creates nothing (no empty library left behind)
+    if not Path(args.folder).is_dir():
+        what = "is not a folder" if Path(args.folder).exists() else "does not exist"
+        print(f"error: {args.folder} {what} (nothing was created)", file=sys.stderr)
+        return 2
     try:
         lib = Library.open(args.library, create=True)
     except StrivedError as e:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -30,6 +31,9 @@ def register(sub) -> None:
     add_library_arg(p)
     p.add_argument("--missing", action="store_true", help="remove every video whose file no longer exists")
     p.add_argument("--dry-run", action="store_true", help="list what would be removed, change nothing")
+    p.add_argument("--yes", action="store_true",
+                   help="with --missing: also remove videos whose whole folder is gone (by default "
+                        "refused: an unplugged drive or a moved folder looks the same)")
     p.set_defaults(func=cmd_remove)
 
     p = sub.add_parser("relink", help="point a library at footage that was moved or renamed",
@@ -138,7 +142,17 @@ def cmd_remove(args) -> int:
                   file=sys.stderr)
             return 1
         if args.missing:
-            ids += [m.video_id for m in missing_videos(lib)]
+            gone = missing_videos(lib)
+            folders = sorted({os.path.dirname(m.path) for m in gone if not os.path.isdir(os.path.dirname(m.path))})
+            if folders and not args.yes and not args.dry_run:
+                n = sum(os.path.dirname(m.path) in set(folders) for m in gone)
+                print(f"strived: error: {n} of the {len(gone)} missing videos are in folders that no longer "
+                      f"exist ({', '.join(folders[:3])}{', ...' if len(folders) > 3 else ''}): the footage drive "
+                      "may be unplugged or the folder moved. Plug it in, or point the library at the new "
+                      "place with `strived relink OLD NEW`; to remove them anyway add --yes "
+                      "(nothing was removed)", file=sys.stderr)
+                return 1
+            ids += [m.video_id for m in gone]
         if args.dry_run:
             for v in dict.fromkeys(ids):
                 print(f"would remove {v}")

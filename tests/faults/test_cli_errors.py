@@ -93,3 +93,21 @@ def test_deeply_nested_rule_through_a_real_process(make_library, tmp_path):
     rule.write_text('{"all": ' * 5000 + "{}" + "}" * 5000)
     r = run_cli("search", "car", "--library", str(folder), "--rule", str(rule), "--sources", "rule")
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-500:]
+
+
+def test_a_mistyped_footage_folder_creates_nothing(tmp_path, capsys):
+    """`strived index` on a folder that does not exist says so and leaves no empty library behind
+    (issue 37, destructive defaults)."""
+    rc, out, err = _run(capsys, "index", str(tmp_path / "dashcma"), "--library", str(tmp_path / "lib"))
+    assert rc == 2 and "does not exist" in err and "nothing was created" in err
+    assert not (tmp_path / "lib").exists()
+    (tmp_path / "file.mp4").write_bytes(b"x")
+    rc, out, err = _run(capsys, "index", str(tmp_path / "file.mp4"), "--library", str(tmp_path / "lib"))
+    assert rc == 2 and "is not a folder" in err and not (tmp_path / "lib").exists()
+
+
+@pytest.mark.parametrize("query", ["", "   ", "\t"])
+def test_an_empty_query_is_refused_not_answered(make_library, capsys, query):
+    folder = make_library(2, text_index=False)
+    rc, out, err = _run(capsys, "search", query, "--library", str(folder))
+    assert rc == 1 and "the query is empty" in err and out == ""

@@ -113,3 +113,19 @@ def test_remove_videos_api(indexed):
     assert remove_videos(lib, ["c", "c", "ghost"]) == ["c"]
     assert lib.video_ids() == ["day1__a", "day1__b"]
     assert lib.conn.execute("SELECT COUNT(*) FROM files WHERE video_id='c'").fetchone()[0] == 0
+
+
+def test_remove_missing_refuses_when_the_whole_footage_folder_is_gone(indexed, capsys, fast_embedder):
+    """An unplugged drive (every file and its folder gone) is not a deletion: `remove --missing`
+    refuses and removes nothing unless --yes (issue 37, destructive defaults)."""
+    src, lib, det = indexed
+    lib_dir = str(lib.folder)
+    before = lib.video_ids()
+    os.rename(src, src.with_name(src.name + "_unplugged"))
+    assert main(["remove", "--missing", "--library", lib_dir]) == 1
+    err = capsys.readouterr().err
+    assert "folders that no longer exist" in err and "nothing was removed" in err and "--yes" in err
+    assert lib.video_ids() == before
+    assert main(["remove", "--missing", "--dry-run", "--library", lib_dir]) == 0   # listing is harmless
+    assert main(["remove", "--missing", "--yes", "--library", lib_dir]) == 0
+    assert lib.video_ids() == []
