@@ -63,6 +63,26 @@ def validate_answer(data, schema: dict, check: CheckFn | None = None) -> str | N
     return None
 
 
+_WARNED: set = set()
+
+
+def warn_plain_http_key(config: LLMConfig) -> bool:
+    """Warn (once per URL, on stderr) before an API key goes to a plain-http endpoint that is not
+    on this machine: anyone on the path can read it. Returns whether it warned."""
+    import sys
+    from urllib.parse import urlsplit
+
+    u = urlsplit(config.base_url or "")
+    host = (u.hostname or "").lower()
+    loop = host in ("localhost", "::1") or host.startswith("127.")
+    if u.scheme != "http" or loop or not config.api_key or config.base_url in _WARNED:
+        return False
+    _WARNED.add(config.base_url)
+    print(f"strived: warning: the LLM API key is sent unencrypted to {u.scheme}://{host} (plain http "
+          "to another machine); use https, or an endpoint on this machine", file=sys.stderr)
+    return True
+
+
 class LLMClient:
     """Calls ``config.base_url`` through the ``openai`` client.
 
@@ -97,9 +117,38 @@ class LLMClient:
                 import openai
             except ImportError:
                 raise LLMUnavailable("the 'openai' package is not installed") from None
+            warn_plain_http_key(self.config)
+            # never follow a redirect: the prompt and the key stay on the configured origin
+            http = openai.DefaultHttpxClient(follow_redirects=False, timeout=self.config.timeout_s)
             self._client = openai.OpenAI(base_url=self.config.base_url, api_key=self.config.key(),
-                                         timeout=self.config.timeout_s, max_retries=0)
+                                         timeout=self.config.timeout_s, max_retries=0, http_client=http)
         return self._client
+
+    def _create_within(self, client, deadline_s: float, **kwargs):
+        """``chat.completions.create`` with a deadline on the whole answer: the HTTP timeouts are
+        per read, so an endpoint that trickles a byte a second would hold a search forever. Past
+        the deadline the connection is closed and LLMUnavailable raised."""
+        box: dict = {}
+
+        def call():
+            try:
+                box["resp"] = client.chat.completions.create(**kwargs)
+            except BaseException as e:     # handed to the caller's thread
+                box["error"] = e
+        t = threading.Thread(target=call, daemon=True, name="llm-request")
+        t.start()
+        t.join(deadline_s)
+        if t.is_alive():
+            with self._lock:
+                self._client = None       # a fresh client next time; this one is closed now
+            try:
+                client.close()
+            except Exception:             # closing a client another thread is reading from
+                pass
+            raise TimeoutError
+        if "error" in box:
+            raise box["error"]
+        return box["resp"]
 
     # ------------------------------------------------------------------ public
     def complete_json(self, system: str, user: str, schema: dict, *, stage: str = "generic",
@@ -201,7 +250,10 @@ class LLMClient:
         base = self.config.base_url
         try:
             self.n_requests += 1
-            resp = client.chat.completions.create(messages=msgs, **kwargs)
+            resp = self._create_within(client, float(kwargs["timeout"]) + 1.0, messages=msgs, **kwargs)
+        except TimeoutError:
+            raise LLMUnavailable(f"no complete answer within {kwargs['timeout']:.0f} s (the endpoint "
+                                 "answers too slowly)", base_url=base, stage=stage) from None
         except openai.APITimeoutError:
             raise LLMUnavailable(f"no answer within {kwargs['timeout']:.0f} s", base_url=base,
                                  stage=stage) from None
@@ -220,6 +272,10 @@ class LLMClient:
             raise LLMUnavailable(f"request rejected (HTTP {e.status_code})", base_url=base,
                                  stage=stage) from None
         except openai.APIStatusError as e:
+            if 300 <= e.status_code < 400:
+                raise LLMUnavailable(f"HTTP {e.status_code}: the endpoint redirects elsewhere; not followed "
+                                     "(the prompt and key stay on the configured address)", base_url=base,
+                                     stage=stage) from None
             raise LLMUnavailable(f"HTTP {e.status_code}", base_url=base, stage=stage) from None
         except openai.OpenAIError as e:
             raise LLMUnavailable(f"{type(e).__name__}", base_url=base, stage=stage) from None

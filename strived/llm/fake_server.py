@@ -22,6 +22,8 @@ class FakeOpenAI:
     def __init__(self, answer: Callable[[dict], dict] | None = None):
         self.replies = [(200, "{}", 0.0)]
         self.answer = answer
+        self.trickle_s: float | None = None   # send the body one byte every trickle_s seconds
+        self.redirect_to: str | None = None   # answer every request with a 307 to this URL
         self.requests: list[dict] = []
         fake = self
 
@@ -33,6 +35,12 @@ class FakeOpenAI:
                 n = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(n) or b"{}")
                 fake.requests.append(body)
+                if fake.redirect_to is not None:
+                    self.send_response(307)
+                    self.send_header("Location", fake.redirect_to)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 if fake.answer is not None:
                     status, content, delay = 200, json.dumps(fake.answer(body)), 0.0
                 else:
@@ -54,8 +62,14 @@ class FakeOpenAI:
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()
-                    self.wfile.write(payload)
-                except (BrokenPipeError, ConnectionResetError):
+                    if fake.trickle_s:
+                        for k in range(len(payload)):
+                            self.wfile.write(payload[k:k + 1])
+                            self.wfile.flush()
+                            time.sleep(fake.trickle_s)
+                    else:
+                        self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError, OSError):
                     pass
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

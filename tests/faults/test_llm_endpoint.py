@@ -98,3 +98,41 @@ def test_llm_check_never_reports_success_from_its_cache(fake, monkeypatch, capsy
     rc = main(["llm-check"])
     out, err = capsys.readouterr()
     assert rc == 1 and "source: llm" not in out
+
+
+def test_a_trickling_endpoint_meets_a_deadline_on_the_whole_answer(fake):
+    """One byte a second defeats a per-read timeout; the client's deadline covers the whole
+    answer (issue 37, hard deadlines)."""
+    from strived.llm.errors import LLMUnavailable
+
+    fake.trickle_s = 1.0
+    c = _client(fake.base_url, timeout_s=1.0)
+    t0 = time.perf_counter()
+    with pytest.raises(LLMUnavailable, match="no complete answer within"):
+        c.complete_json("sys", "user", {"type": "object"}, stage="t")
+    assert time.perf_counter() - t0 < 6
+
+
+def test_a_redirect_to_another_origin_is_not_followed(fake):
+    from strived.llm.errors import LLMUnavailable
+
+    other = FakeOpenAI()
+    try:
+        fake.redirect_to = other.base_url + "/chat/completions"
+        with pytest.raises(LLMUnavailable, match="redirects elsewhere"):
+            _client(fake.base_url).complete_json("secret prompt", "user", {"type": "object"}, stage="t")
+        assert other.requests == []          # the prompt never reached the other origin
+    finally:
+        other.close()
+
+
+def test_a_key_for_plain_http_to_another_machine_is_warned_about(capsys):
+    from strived.llm.client import warn_plain_http_key
+
+    remote = LLMConfig(base_url="http://192.0.2.7:8000/v1", model="m", enabled=True, api_key="sk-test")
+    assert warn_plain_http_key(remote) and "sent unencrypted" in capsys.readouterr().err
+    assert not warn_plain_http_key(remote)                       # once per address
+    assert "sk-test" not in capsys.readouterr().err
+    for url in ("https://example.invalid/v1", "http://127.0.0.1:8080/v1", "http://localhost:1/v1"):
+        assert not warn_plain_http_key(LLMConfig(base_url=url, model="m", enabled=True, api_key="k"))
+    assert not warn_plain_http_key(LLMConfig(base_url="http://192.0.2.8/v1", model="m", enabled=True))
