@@ -132,23 +132,34 @@ def _os_error(e: OSError, path: Path) -> ExportError:
     return ExportError(f"cannot write {path}: {e.strerror or e}", str(path))
 
 
-def _tmp_name(path: Path) -> Path:
-    return path.with_name(f".{path.name}.partial")
+def fresh_tmp(path: Path, keep_suffix: bool = True) -> tuple[int, Path]:
+    """(open descriptor, name) of a new, empty temporary file beside ``path``: a random name
+    created with O_CREAT|O_EXCL (which never opens an existing entry, a planted symlink included),
+    so an export in a shared or synced folder cannot be made to write through a link.
+    ``keep_suffix``: end the name with the file's own suffix (a video writer picks its container
+    from it), else with ``.partial``."""
+    import tempfile
+
+    suffix = f".partial{path.suffix}" if keep_suffix else ".partial"
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
+    return fd, Path(name)
 
 
 def write_atomic(path: str | os.PathLike, data: str | bytes) -> str:
-    """Write ``data`` to ``path`` via a temporary file + rename. Raises ExportError."""
+    """Write ``data`` to ``path`` via a fresh temporary file + rename. Raises ExportError."""
     path = Path(path)
-    tmp = _tmp_name(path)
+    tmp = None
     try:
-        _unlink(tmp)  # a stale temp (or a planted symlink) is replaced, never written through
-        with open(tmp, "wb") as fh:
+        fd, tmp = fresh_tmp(path, keep_suffix=False)
+        os.close(fd)
+        with open(tmp, "wb") as fh:       # our own fresh file (random name, created exclusively)
             fh.write(data.encode("utf-8") if isinstance(data, str) else data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except OSError as e:
-        _unlink(tmp)
+        if tmp is not None:
+            _unlink(tmp)
         raise _os_error(e, path) from None
     return str(path)
 
@@ -300,7 +311,12 @@ def cut_clip_reencode(src: str, dst: Path, f0: int, f1: int, cancel: CancelFn = 
         raise ExportError(f"cannot open {src} (missing or not a video)", str(src))
     fps = cap.get(cv2.CAP_PROP_FPS) or 25.0
     w, h = int(cap.get(cv2.CAP_PROP_FRAME_WIDTH)), int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT))
-    tmp = dst.with_name(f".{dst.stem}.partial{dst.suffix}")
+    try:
+        fd, tmp = fresh_tmp(dst)      # a random name of our own: never an entry planted there
+        os.close(fd)
+    except OSError as e:
+        cap.release()
+        raise _os_error(e, dst) from None
     writer = cv2.VideoWriter(str(tmp), cv2.VideoWriter_fourcc(*clip_codec()), fps, (w, h))
     try:
         if not writer.isOpened():
@@ -340,7 +356,11 @@ def cut_clip_copy(src: str, dst: Path, t0: float, t1: float) -> str:
     if ffmpeg is None:
         raise ExportError("fast keyframe copy is unavailable: it needs ffmpeg on the PATH; use the "
                           "frame-accurate re-encode instead")
-    tmp = dst.with_name(f".{dst.stem}.partial{dst.suffix}")
+    try:
+        fd, tmp = fresh_tmp(dst)
+        os.close(fd)
+    except OSError as e:
+        raise _os_error(e, dst) from None
     cmd = [ffmpeg, "-v", "error", "-y", "-ss", f"{t0:.3f}", "-i", str(src), "-t",
            f"{max(0.04, t1 - t0):.3f}", "-c", "copy", "-avoid_negative_ts", "make_zero", str(tmp)]
     res = subprocess.run(cmd, capture_output=True, text=True)

@@ -125,3 +125,43 @@ def test_safe_names():
     assert safe_filename("CON") == "_CON" and safe_filename("") == "item"
     assert make_video_id("-weird name?") == "_-weird name_"
     assert video_id_problem(make_video_id("../a/b:c")) is None
+
+
+def test_export_never_writes_through_a_planted_symlink(tmp_path):
+    """A symlink planted in a shared export folder under the names the old exporter used for its
+    temporary files is never written through (issue 37): temporary files get fresh random names,
+    created exclusively."""
+    from strived.export import write_atomic
+
+    out = tmp_path / "export"
+    out.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    for name in (".clips.json.partial", ".clips.partial.json", ".clips.json.partial.json"):
+        (out / name).symlink_to(victim)
+    write_atomic(out / "clips.json", '{"ok": true}')
+    assert victim.read_text() == "precious"
+    assert (out / "clips.json").read_text() == '{"ok": true}'
+    assert sorted(p.name for p in out.iterdir() if not p.is_symlink()) == ["clips.json"]
+
+
+def test_a_cut_clip_never_writes_through_a_symlink_planted_at_the_old_temporary_name(tmp_path):
+    import cv2
+    import numpy as np
+
+    from strived.export import cut_clip_reencode
+
+    src = tmp_path / "src.mp4"
+    w = cv2.VideoWriter(str(src), cv2.VideoWriter_fourcc(*"mp4v"), 10.0, (64, 48))
+    for k in range(20):
+        w.write(np.full((48, 64, 3), 10 * k, np.uint8))
+    w.release()
+    out = tmp_path / "shared"
+    out.mkdir()
+    victim = tmp_path / "victim.bin"
+    victim.write_bytes(b"precious")
+    dst = out / "001_clip_1.0-2.0.mp4"
+    (out / f".{dst.stem}.partial{dst.suffix}").symlink_to(victim)     # the old predictable name
+    cut_clip_reencode(str(src), dst, 2, 12)
+    assert victim.read_bytes() == b"precious"
+    assert dst.stat().st_size > 0
