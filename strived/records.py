@@ -239,6 +239,7 @@ class VideoRecords:
                     tr["has_bbox"] = True
                 if isinstance(o.get("attrs"), dict):
                     tr["attrs"].update(o["attrs"])
+        _check_span(info, t, P)
         tracks = []
         for tid in sorted(per_track):
             tr = per_track[tid]
@@ -282,6 +283,28 @@ class VideoRecords:
             fr["objects"] = objs_per_frame[j]
             frames.append(fr)
         return {"format": FORMAT, "video": video, "frames": frames}
+
+
+#: The frames' time span may exceed the video's length (n_frames / fps) by this factor plus
+#: SPAN_SLACK_S: container frame rates are averages (variable-rate phone video) and time stamps
+#: may start late; anything beyond is another unit or a sentinel, never a real clip.
+SPAN_FACTOR = 1.5
+SPAN_SLACK_S = 2.0
+
+
+def _check_span(info: "VideoInfo", t: np.ndarray, path) -> None:
+    """Refuse frames whose time span cannot belong to a video of ``info.n_frames`` frames at
+    ``info.fps`` (issue 37: one t of 1e9 made every later command of the library run out of
+    memory). Work sized by time (text segments, windows) is then bounded by the clip."""
+    if len(t) < 2:
+        return
+    span = float(t[-1] - t[0])
+    length = max(info.n_frames, len(t)) / info.fps
+    if span > SPAN_FACTOR * length + SPAN_SLACK_S:
+        raise RecordsError(f"the frames span {span:.6g} s but the video is {length:.6g} s long "
+                           f"({max(info.n_frames, len(t))} frames at {info.fps:g} fps): a time stamp in "
+                           f"other units, or a sentinel? (first t = {float(t[0]):.6g}, last t = "
+                           f"{float(t[-1]):.6g})", path=path, key="frames")
 
 
 def iter_records_files(path: str | os.PathLike) -> Iterable[Path]:

@@ -386,12 +386,15 @@ def video_summary(rec: VideoRecords, max_phrases: int = 12) -> str:
 
 
 def segment_bounds(rec: VideoRecords, segment_s: float = 4.0) -> list[tuple[float, float]]:
-    """[t0, t1) windows of ``segment_s`` covering the sampled frames (the last may be shorter)."""
+    """[t0, t1) windows of ``segment_s`` covering the sampled frames (the last may be shorter).
+    Only windows that hold a sample: their number is bounded by the number of samples, so one far
+    time stamp (a unit mistake, a sentinel, a PTS jump) adds one window, not one per 4 s of the
+    gap (issue 37: a t of 1e9 ran `strived import` out of memory)."""
     if len(rec.t) == 0:
         return [(0.0, max(segment_s, rec.info.n_frames / max(rec.info.fps, 1e-6)))]
     start, end = float(rec.t[0]), round(float(rec.t[-1]) + 1e-3, 3)
-    n = max(1, int(np.ceil((end - start) / segment_s)))
-    return [(start + k * segment_s, min(end, start + (k + 1) * segment_s)) for k in range(n)]
+    ks = np.unique(np.floor((np.asarray(rec.t, np.float64) - start) / segment_s).astype(np.int64))
+    return [(start + k * segment_s, min(end, start + (k + 1) * segment_s)) for k in ks.tolist()]
 
 
 def segment_text(rec: VideoRecords, t0_s: float, t1_s: float, stack: "_TrackStack | None" = None) -> str:

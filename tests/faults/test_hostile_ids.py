@@ -165,3 +165,34 @@ def test_a_cut_clip_never_writes_through_a_symlink_planted_at_the_old_temporary_
     cut_clip_reencode(str(src), dst, 2, 12)
     assert victim.read_bytes() == b"precious"
     assert dst.stat().st_size > 0
+
+
+@pytest.mark.parametrize("last_t", [1e9, 4294967295.0, 1e308])
+def test_one_far_time_stamp_is_refused_before_any_work_is_sized_by_it(tmp_path, capsys, last_t):
+    """A records file whose last `t` is a unit mistake or a sentinel is refused with a message
+    naming the file and the span, and the library stays usable (issue 37: t = 1e9 ran `strived
+    import` out of memory and broke every later command)."""
+    import json
+
+    from strived.cli import main
+
+    doc = {"format": "strived.records/1", "video": {"id": "far", "fps": 10, "n_frames": 3},
+           "frames": [{"i": 0, "t": 0.0}, {"i": 1, "t": 0.1}, {"i": 2, "t": last_t}]}
+    p = tmp_path / "far.json"
+    p.write_text(json.dumps(doc))
+    rc = main(["import", str(p), "--library", str(tmp_path / "lib")])
+    err = capsys.readouterr().err
+    assert rc != 0 and "frames span" in err and "sentinel" in err and "far.json" in err
+
+
+def test_text_segments_are_bounded_by_the_samples_not_the_time_span():
+    """A PTS jump inside a perceived clip adds one text segment, not one per 4 s of the gap."""
+    import numpy as np
+
+    from strived.records import VideoInfo, VideoRecords
+    from strived.retrieval.describe import segment_bounds
+
+    t = np.array([0.0, 0.1, 0.2, 100000.0, 100000.1])
+    rec = VideoRecords(VideoInfo("v", None, 10.0, 5), np.arange(5), t, {}, [])
+    b = segment_bounds(rec)
+    assert len(b) == 2 and b[0][0] == 0.0 and b[1][0] <= 100000.0 < b[1][1]
