@@ -14,7 +14,9 @@ DEFAULT_ONLY = "core,perception,retrieval,calibration,search"
 def register(sub) -> None:
     p = sub.add_parser("report", help="evaluation + performance report (markdown and PNG plots) of a benchmark folder")
     p.add_argument("bench", help="benchmark folder with manifest.json and queries.json (docs/formats.md §2)")
-    p.add_argument("--out", default="docs/report", help="output folder (default docs/report)")
+    p.add_argument("--out", required=True, help="output folder (a report already there is only replaced "
+                                                "with --yes)")
+    p.add_argument("--yes", action="store_true", help="replace the report files already in --out")
     p.add_argument("--library", default=None,
                    help="library holding the benchmark items (default: a cache folder per benchmark)")
     p.add_argument("--index-videos", action="store_true", help="run perception on video items not yet in the library")
@@ -55,6 +57,15 @@ def cmd_report(args) -> int:
     from ..evaluation.bench_runner import load_bench_json, parse_only, run_benchmarks
     from ..evaluation.report import evaluate, make_context, write_report
 
+    from pathlib import Path
+
+    mine = ("README.md", "eval.json", "bench.json", "metrics.png", "ranks.png", "latency.png", "stage_fps.png")
+    there = [n for n in mine if (Path(args.out) / n).exists()]
+    if there and not args.yes:
+        print(f"strived: error: {args.out} already holds a report ({', '.join(there[:4])}"
+              f"{', ...' if len(there) > 4 else ''}); choose another --out, or add --yes to replace it "
+              "(nothing was written)", file=sys.stderr)
+        return 1
     names = parse_only(args.only)
     bench = None
     bench_cmd = ""

@@ -328,3 +328,18 @@ def test_subset_benchmark_keeps_each_querys_items_of_that_kind(tmp_path):
     r = subset_benchmark(b, "records")
     assert [q.relevant for q in r.queries] == [["r1"], ["r1"]] and r.queries[0].ambiguous == []
     assert subset_benchmark(b, "all") is b
+
+
+def test_report_never_overwrites_a_report_without_yes(tiny_bench, tmp_path, capsys):
+    """`--out` is required and an existing report is replaced only with --yes (issue 37: the
+    README's command overwrote committed files)."""
+    out = tmp_path / "rep"
+    out.mkdir()
+    (out / "README.md").write_text("committed")
+    assert _report(tiny_bench, out, tmp_path / "lib", "--cv", "0", "--methods", "bm25") == 1
+    assert "already holds a report" in capsys.readouterr().err
+    assert (out / "README.md").read_text() == "committed" and sorted(p.name for p in out.iterdir()) == ["README.md"]
+    assert _report(tiny_bench, out, tmp_path / "lib", "--cv", "0", "--methods", "bm25", "--yes") == 0
+    assert (out / "README.md").read_text() != "committed"
+    with pytest.raises(SystemExit):
+        main(["report", str(tiny_bench)])              # no default folder to write into
