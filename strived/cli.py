@@ -30,6 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .commands.terminal import install
+
+    install()          # no control sequence from data reaches the terminal
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -111,3 +111,31 @@ def test_an_empty_query_is_refused_not_answered(make_library, capsys, query):
     folder = make_library(2, text_index=False)
     rc, out, err = _run(capsys, "search", query, "--library", str(folder))
     assert rc == 1 and "the query is empty" in err and out == ""
+
+
+def test_control_sequences_from_data_never_reach_the_terminal(make_library, capsys):
+    """A query (or any data the CLI prints: LLM reasons, step names, class names) carrying an
+    escape sequence is printed without it (issue 37: OSC 52 could set the clipboard)."""
+    from strived.commands.terminal import CleanStream, clean
+
+    assert clean("a\x1b]52;c;SGVsbG8=\x07b\x9b2Jc\r\n\t") == "a]52;c;SGVsbG8=b2Jc\r\n\t"
+    import json
+
+    folder = make_library(2, text_index=False)
+    ego = {"role": "ego", "class_filter": None, "selection": "any", "agg_mode": "any"}
+    soft = {"type": "temporal_change", "field": "speed", "window_seconds": 2, "magnitude": 2, "weight": 1}
+    rule = {"event": "x", "sequence": [
+        {"name": "brake \x1b]52;c;SGVsbG8=\x07 now", "entity": ego, "hard_gates": [],
+         "soft_scores": [dict(soft, direction="negative")]},
+        {"name": "then \x1b[2J go", "entity": ego, "hard_gates": [], "soft_scores": [dict(soft, direction="positive")],
+         "gap": {"min_seconds": 0, "max_seconds": 5}}]}
+    path = folder / "rule.json"
+    path.write_text(json.dumps(rule))
+    rc, out, err = _run(capsys, "search", "x", "--rule", str(path), "--library", str(folder), "--explain")
+    assert rc == 0 and "brake ]52;c;SGVsbG8= now" in out        # the step name, printed without its escapes
+    assert "\x1b" not in out + err and "\x07" not in out + err
+    import io
+
+    buf = io.StringIO()
+    s = CleanStream(buf)
+    assert s.write("x\x1by") == 3 and buf.getvalue() == "xy"
