@@ -217,6 +217,18 @@ class LLMClient:
     # ------------------------------------------------------------------ internals
     @staticmethod
     def _parse(raw: str):
+        """The answer's JSON object, or None. An answer nested too deeply to read, or holding text
+        that is not valid Unicode (a lone surrogate), is no answer: the stage falls back."""
+        try:
+            obj = LLMClient._parse_any(raw)
+            if obj is not None:
+                json.dumps(obj, ensure_ascii=False).encode("utf-8")   # raises on lone surrogates
+            return obj
+        except (RecursionError, UnicodeError):
+            return None
+
+    @staticmethod
+    def _parse_any(raw: str):
         text = raw.strip()
         if text.startswith("```"):
             text = text.strip("`")

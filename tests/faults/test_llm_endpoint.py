@@ -31,6 +31,8 @@ HOSTILE = {
     "rule_1e14_window": (200, json.dumps({"event": "x", "entity": {"role": "lead"}, "window_seconds": 1e14,
                                           "all": [{"field": "ego.speed", "op": "<", "value": 1}]}), 0.0),
     "slow": (200, "{}", 3.0),
+    "lone_surrogate": (200, '{"motion": "\\ud800 turns", "rule": 1.0, "dense": 0.5, "bm25": 0.0}', 0.0),
+    "deep_nesting": (200, '{"motion": ' + "[" * 50000 + "]" * 50000 + "}", 0.0),
 }
 
 
