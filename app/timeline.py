@@ -864,6 +864,16 @@ class TimelineWidget(QWidget):
                 break
             if row_name == "soft score":
                 v = f"{float(np.asarray(tr.combined)[k]):.2f}"
+                unknown = list(getattr(tr, "unknown", None) or [])
+                if unknown:
+                    # no value to judge on this track: the term counts its expected value over the
+                    # corpus (not 0, not left out), or is not counted when no track knows it
+                    names = list(tr.soft)      # in the rule's order (term index -> name)
+                    imp = {names[i]: x for i, x in (getattr(tr, "imputed", None) or {}).items()
+                           if i < len(names)}
+                    parts = [f"{n} → corpus mean {imp[n]:.2f}" if n in imp else f"{n} not counted"
+                             for n in unknown]
+                    v += f" (unknown: {', '.join(parts)})"
             elif row_name == "gates":
                 met = [g for g, a in tr.gates.items() if bool(np.asarray(a)[k])]
                 v = f"{len(met)}/{len(tr.gates)} met" if tr.gates else "–"

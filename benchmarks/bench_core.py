@@ -111,7 +111,7 @@ def main(argv=None) -> int:
         sub = lib.video_ids()[: args.naive_subset]
         recs = [lib.get_video(v) for v in sub]
         t0 = time.perf_counter()
-        ref = np.array([score_video(r, rule) for r in recs])
+        ref = np.array([score_video(r, rule, term_means=res.term_means) for r in recs])  # library E[s_c]
         naive_s = time.perf_counter() - t0
         per_video_naive = naive_s / len(sub)
         idx = [res.video_ids.index(v) for v in sub]

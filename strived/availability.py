@@ -140,8 +140,12 @@ def unjudgeable(avails: dict[str, dict], rule, videos=None, groups: AvailGroups 
                 ) -> dict[str, list[str]]:
     """{video_id: [fields it has no values for]} among ``videos`` (default: all): the videos
     ``rule`` cannot evaluate, because a hard gate reads a field the video does not have, or every
-    soft score does. (A soft score on a missing field among others that are present scores 0 for
-    that term, as the formula says.) Videos without an availability record are judged.
+    soft score does. (A soft score on a missing field among others that are present is unknown,
+    not 0: in each unit's weighted mean it takes its expected value, the mean of the term over
+    the units of the same scoring where it is known (docs/rules.md, "Scoring"), so such a video
+    is judged on the terms it has; only when no term is known does a unit score 0, and those
+    videos are the ones listed here.)
+    Videos without an availability record are judged.
     ``groups``: `AvailGroups` of ``avails`` over the videos asked about (replaces ``videos``)."""
     # a sequence rule cannot be judged when one of its steps cannot (every step must be realised)
     parts = list(rule.sequence) if getattr(rule, "sequence", None) is not None else [rule]

@@ -697,7 +697,9 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
                 from .rules.sequence import match_sequence
 
                 try:  # a sequence's span covers its steps: every track may take part
-                    m = match_sequence(library.get_video(vid), v_rule)
+                    # (unknown terms take the library's expected values, as when it was scored)
+                    m = match_sequence(library.get_video(vid), v_rule,
+                                       scorer_for(library).term_means(v_rule))
                     span = (m.span_s, *m.to_dicts())
                 except KeyError:
                     span = None
@@ -761,4 +763,5 @@ def explain(library, video_id: str, rule: Rule | dict):
     from .rules.explain import explain_video
 
     r = rule if isinstance(rule, Rule) else parse_rule(rule)
-    return explain_video(library.get_video(video_id), r)
+    # an unknown soft term takes its expected value over the library (the scorer's numbers)
+    return explain_video(library.get_video(video_id), r, term_means=scorer_for(library).term_means(r))

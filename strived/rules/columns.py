@@ -596,6 +596,25 @@ class TrackColumns:
         key = ("mm", field_name)
         return self._cached(key, lambda idx: _cat2(_per_unit_chunks(*self._source(field_name), idx, _minmax)))
 
+    #: fields whose samples have a value exactly where another field's do (per-unit known-ness
+    #: is counted on that one: one pass and one cache file for both); ``heading`` is the integral
+    #: of ``yaw_rate`` (a NaN yaw rate adds nothing, so heading itself is never NaN): it is known
+    #: over a video exactly where some yaw rate is
+    KNOWN_FROM = {"abs_loc_x": "loc_x", "abs_loc_x_road": "loc_x_road", "heading": "yaw_rate"}
+
+    def valid_count(self, field_name: str) -> np.ndarray:
+        """Per unit (track, or video for ego fields): the number of samples with a value of the
+        field (int64 [units]; for ``heading``, of ``yaw_rate``: `KNOWN_FROM`). Cached like the
+        other per-unit features (memory, then the column cache's feature files)."""
+        src = self.KNOWN_FROM.get(field_name, field_name)
+        key = ("nv", src)
+        return self._cached(key, lambda idx: _per_unit_chunks(*self._source(src), idx, _valid_count))
+
+    def known(self, field_name: str) -> np.ndarray:
+        """Per unit: whether the field has any value over it (bool [units]). A soft score on a
+        field a unit has no value for is unknown there, left out of its weighted mean (scorer)."""
+        return self.valid_count(field_name) > 0
+
     def mean(self, field_name: str) -> np.ndarray:
         key = ("mean", field_name)
         return self._cached(key, lambda idx: _per_unit_chunks(*self._source(field_name), idx, _mean))
@@ -1312,6 +1331,11 @@ def _minmax(s: Series, v: np.ndarray):
         mn[nz] = np.minimum.reduceat(vv, vstart[nz])
         mx[nz] = np.maximum.reduceat(vv, vstart[nz])
     return mn, mx
+
+
+def _valid_count(s: Series, v: np.ndarray) -> np.ndarray:
+    """Per unit: the number of its samples with a value (not NaN)."""
+    return np.bincount(s.sample_track()[~np.isnan(v)], minlength=s.n).astype(np.int64)
 
 
 def _mean(s: Series, v: np.ndarray):

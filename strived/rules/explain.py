@@ -6,6 +6,13 @@ Per-frame soft trace of a temporal_change constraint at sample t2:
 track's s_c. For monotonic_trend the trace is the length of the steady run ending at t2, scored the
 same way. The span is the window (t1, t2) (or the run) that realised the largest weighted term of
 the peak track.
+
+A soft score whose field has no value over a unit (over the video's ego series for an ego field)
+is unknown there, as in the scorers: its trace and maximum are NaN, its name is in the unit's
+``unknown`` list, and in the unit's ``combined`` trace and ``unit_score`` it takes its expected
+value over the corpus scored (``term_means``, `RuleScorer.term_means`), reported in the unit's
+``imputed`` {term index: value}; a term no unit of the corpus knows is left out, and a unit with
+no known term scores 0 (the numbers the scorers use).
 """
 
 from __future__ import annotations
@@ -18,8 +25,9 @@ import numpy as np
 from ..records import VideoRecords
 from .columns import T_EPS, TREND_MAX_GAP_S
 from .model import EGO_FIELDS, OBJECT_FIELDS, Rule, SoftScore
-from .reference import (candidate_tracks, ego_series, held_long_enough, longest_held_run, op_holds,
-                        score_video, smoothed, track_series)
+from .reference import (candidate_tracks, corpus_term_means, ego_known, ego_series, field_known,
+                        held_long_enough, longest_held_run, op_holds, score_video, smoothed,
+                        track_series)
 
 
 @dataclass
@@ -34,6 +42,12 @@ class TrackTrace:
     unit_score: float
     soft_max: dict[str, float] = field(default_factory=dict)
     spans: dict[str, tuple[float, float] | None] = field(default_factory=dict)
+    # soft scores unknown on this unit: their field has no value over it (over the video's ego
+    # series for an ego field). Their trace is NaN and their soft_max NaN (unknown, not 0); in
+    # ``combined`` and ``unit_score`` each takes its expected value over the corpus, given here by
+    # term index (a term no unit of the corpus knows is not in it: left out)
+    unknown: list[str] = field(default_factory=list)
+    imputed: dict[int, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -103,16 +117,25 @@ def _trend_trace(times, values, c: SoftScore):
     return trace, min(1.0, best / (2.0 * c.min_duration_s)), span
 
 
+def _unknown_trace(n: int):
+    """(trace, soft max, span) of a soft score that is unknown on a unit: NaN, not 0."""
+    return np.full(n, np.nan), math.nan, None
+
+
 def _soft_trace(times, values, c: SoftScore):
     return _change_trace(times, values, c) if c.type == "temporal_change" else _trend_trace(times, values, c)
 
 
-def explain_video(rec: VideoRecords, rule: Rule) -> Explanation:
-    """Explain ``rule`` on one video (see module doc). The score equals the scorers' score."""
+def explain_video(rec: VideoRecords, rule: Rule, term_means=None) -> Explanation:
+    """Explain ``rule`` on one video (see module doc). The score equals the scorers' score over
+    the corpus whose expected terms ``term_means`` gives (`RuleScorer.term_means`; default: the
+    video alone)."""
+    if term_means is None:
+        term_means = corpus_term_means([rec], rule)
     if rule.sequence is not None:
-        return explain_sequence(rec, rule)
+        return explain_sequence(rec, rule, term_means)
     is_ego = rule.entity.role == "ego"
-    score = score_video(rec, rule)
+    score = score_video(rec, rule, term_means=term_means)
     fields = rule.fields()
     ego_fields = [f for f in fields if f in EGO_FIELDS]
     obj_fields = [f for f in fields if f in OBJECT_FIELDS]
@@ -125,7 +148,11 @@ def explain_video(rec: VideoRecords, rule: Rule) -> Explanation:
                                combined=np.zeros(len(rec.t)), unit_score=0.0)
         for c in rule.soft_scores:
             if c.field in EGO_FIELDS:
-                tr_, smax, span = _soft_trace(rec.t, vals[c.field], c)
+                if ego_known(rec, c.field):
+                    tr_, smax, span = _soft_trace(rec.t, vals[c.field], c)
+                else:
+                    tr_, smax, span = _unknown_trace(len(rec.t))
+                    ego_trace.unknown.append(c.name)
                 ego_trace.soft[c.name], ego_trace.soft_max[c.name], ego_trace.spans[c.name] = tr_, smax, span
         for g in rule.hard_gates:
             if g.field in EGO_FIELDS:
@@ -146,25 +173,49 @@ def explain_video(rec: VideoRecords, rule: Rule) -> Explanation:
                     tt.soft[c.name] = ego_trace.soft[c.name][tr.pos]
                     tt.soft_max[c.name] = ego_trace.soft_max[c.name]
                     tt.spans[c.name] = ego_trace.spans[c.name]
-                else:
+                    if c.name in ego_trace.unknown:
+                        tt.unknown.append(c.name)
+                elif field_known(rec, tr, c.field):
                     tt.soft[c.name], tt.soft_max[c.name], tt.spans[c.name] = _soft_trace(t, vals[c.field], c)
+                else:
+                    tt.soft[c.name], tt.soft_max[c.name], tt.spans[c.name] = _unknown_trace(len(t))
+                    tt.unknown.append(c.name)
             for g in rule.hard_gates:
                 if g.field not in EGO_FIELDS:
                     tt.gates[g.describe()] = np.array([op_holds(v, g.op, g.value) for v in vals[g.field]])
             units.append(tt)
 
-    # min_fraction, per-unit weighted mean (same decisions as the scorers)
+    # min_fraction, per-unit weighted mean over the known terms (same decisions as the scorers)
     if rule.soft_scores and units:
-        wsum = sum(c.weight for c in rule.soft_scores)
         for c in rule.soft_scores:
             if c.min_fraction is not None:
-                frac = sum(1 for u in units if u.soft_max[c.name] >= 0.5) / len(units)
+                known = [u for u in units if c.name not in u.unknown]
+                frac = sum(1 for u in known if u.soft_max[c.name] >= 0.5) / len(known) if known else 0.0
                 if frac < c.min_fraction - 1e-12:
-                    for u in units:
+                    for u in known:
                         u.soft_max[c.name] = 0.0
         for u in units:
-            u.unit_score = sum(c.weight * u.soft_max[c.name] for c in rule.soft_scores) / wsum
-            u.combined = sum(c.weight * u.soft[c.name] for c in rule.soft_scores) / wsum
+            if all(c.name in u.unknown for c in rule.soft_scores):
+                u.unit_score = 0.0      # nothing known on this unit: it scores 0, as the scorers say
+                u.combined = np.zeros(len(u.t))
+                continue
+            # a known term counts its own value, an unknown one its expected value over the
+            # corpus (left out when no unit knows it)
+            u.imputed = {k: float(term_means[k]) for k, c in enumerate(rule.soft_scores)
+                         if c.name in u.unknown and term_means[k] is not None}
+            num_max, num_tr, wk = 0.0, np.zeros(len(u.t)), 0.0
+            for k, c in enumerate(rule.soft_scores):
+                if c.name not in u.unknown:
+                    num_max += c.weight * u.soft_max[c.name]
+                    num_tr = num_tr + c.weight * u.soft[c.name]
+                elif k in u.imputed:
+                    num_max += c.weight * u.imputed[k]
+                    num_tr = num_tr + c.weight * u.imputed[k]
+                else:
+                    continue
+                wk += c.weight
+            u.unit_score = num_max / wk
+            u.combined = num_tr / wk
     else:
         for u in units:
             u.unit_score = 1.0
@@ -296,16 +347,18 @@ def _banded_best(t: np.ndarray, v: np.ndarray, c: SoftScore, w: float):
     return float(dv[i, kk]), (float(t[i]), float(t[j[i, kk]]))
 
 
-def peak_span(rec: VideoRecords, rule: Rule, peak_track: int | None) -> tuple[float, float] | None:
+def peak_span(rec: VideoRecords, rule: Rule, peak_track: int | None,
+              term_means=None) -> tuple[float, float] | None:
     """The event span for a scored video without building full traces (fast path for result lists):
     the window of the peak unit's largest weighted soft term (the same choice `explain_video` makes);
     without soft scores, the longest run of the first gate with ``min_seconds`` (on the ego series,
-    or the peak track), else the unit's life."""
+    or the peak track), else the unit's life. ``term_means``: a sequence's expected terms over the
+    corpus scored (`RuleScorer.term_means`), so that its match is the scorer's."""
 
     if rule.sequence is not None:
         from .sequence import match_sequence
 
-        return match_sequence(rec, rule).span_s
+        return match_sequence(rec, rule, term_means).span_s
     tr = None
     if rule.entity.role == "ego":
         t_unit = rec.t
@@ -347,13 +400,14 @@ def peak_span(rec: VideoRecords, rule: Rule, peak_track: int | None) -> tuple[fl
     return span
 
 
-def explain_sequence(rec: VideoRecords, rule: Rule) -> Explanation:
+def explain_sequence(rec: VideoRecords, rule: Rule, term_means=None) -> Explanation:
     """Explanation of a sequence rule: the best assignment's steps (unit, anchor, span, score),
     each negation's factor and offender, and a trace per unit involved: the per-frame score of each
-    step it realised (the step's q) or of the negation it violated."""
+    step it realised (the step's q) or of the negation it violated. ``term_means``: the expected
+    terms over the corpus scored (default: the video alone)."""
     from .sequence import fragment_samples, match_sequence
 
-    m = match_sequence(rec, rule)
+    m = match_sequence(rec, rule, term_means)
     cols = m.cols
     T = cols.tracks
     units: dict[int, TrackTrace] = {}
@@ -405,7 +459,7 @@ def explain_sequence(rec: VideoRecords, rule: Rule) -> Explanation:
         tt = trace_for(am.track)
         add_values(tt, a)
         name = f"absent: {am.name}"
-        tt.soft[name] = unit_slice(am.track, fragment_samples(cols, a))
+        tt.soft[name] = unit_slice(am.track, fragment_samples(cols, a, means=m.state.term_means[("absent", am.index)]))
         tt.soft_max[name] = 1.0 - am.factor
         tt.spans[name] = am.window_s
     ego = units.pop(-1, None)

@@ -1,7 +1,9 @@
 """Naive reference scorer: plain loops over the appendix formulas, one video at a time.
 
 It is the oracle the fast scorer is tested against (to 1e-6) and the base of `explain`, which needs
-per-frame values anyway. Keep it obviously correct rather than fast.
+per-frame values anyway. Keep it obviously correct rather than fast. The expected value an unknown
+soft term takes (`corpus_term_means`) is computed here independently of the fast scorer, by plain
+loops over the corpus; `score_corpus` scores a corpus with them.
 """
 
 from __future__ import annotations
@@ -64,6 +66,51 @@ def road_lateral(rec: VideoRecords, tr) -> list[float]:
         if abs(heading[frames[k]] - heading[frames[-1]]) > ROAD_MAX_TURN_RAD:
             out[k] = math.nan
     return out
+
+
+def _any_value(values) -> bool:
+    return any(not math.isnan(float(v)) for v in values)
+
+
+def ego_known(rec: VideoRecords, field_name: str) -> bool:
+    """Whether an ego field has any value in the video (heading: where some yaw rate is, since a
+    missing yaw rate adds nothing to the integral and heading itself is never NaN)."""
+    if field_name == "heading":
+        return _any_value(rec.ego["yaw_rate"])
+    return _any_value(ego_series(rec, field_name))
+
+
+def field_known(rec: VideoRecords, tr, field_name: str) -> bool:
+    """Whether a soft score on ``field_name`` is known on a unit: the field has a value somewhere
+    over it (the track ``tr``; the video's ego series for an ego field, whatever ``tr``)."""
+    if field_name in EGO_FIELDS:
+        return ego_known(rec, field_name)
+    return _any_value(track_series(rec, tr, field_name))
+
+
+def imputed_mean(terms) -> float:
+    """The weighted mean of a unit's soft terms ``(weight, s or None where unknown, E or None)``:
+    a known term counts s, an unknown one its expected value E (left out when E is None); 0 when
+    no term is known on the unit."""
+    if all(s is None for _, s, _ in terms):
+        return 0.0
+    num, den = 0.0, 0.0
+    for w, s, e in terms:
+        if s is not None:
+            num += w * s
+            den += w
+        elif e is not None:
+            num += w * e
+            den += w
+    return num / den
+
+
+def mean_or_none(values: list) -> float | None:
+    """The plain mean of ``values``, None when there are none (a term no unit knows)."""
+    total = 0.0
+    for v in values:
+        total += v
+    return total / len(values) if values else None
 
 
 def valid_points(times, values) -> list[tuple[float, float]]:
@@ -188,17 +235,18 @@ def gate_holds(rec: VideoRecords, cands, g) -> bool:
     return any(unit_ok(rec.t[tr.pos], track_series(rec, tr, g.field)) for tr in cands)
 
 
-def score_video(rec: VideoRecords, rule: Rule) -> float:
-    """S(v) = S_hard(v) * S_entity(v) by direct evaluation of the formulas."""
-    if rule.sequence is not None:
-        return score_sequence_video(rec, rule)
+def soft_terms(rec: VideoRecords, rule: Rule, binarize: bool = False):
+    """(candidates, per soft score the list of its s_c per candidate, None where unknown), or
+    None when the video has no candidate or fails a gate (it takes no part in the scoring: 0).
+    ``binarize``: each known s_c becomes 1 if s_c >= 0.5 else 0; ``min_fraction`` then zeroes the
+    known values of a constraint that too few known candidates reach."""
     is_ego = rule.entity.role == "ego"
     cands = [None] if is_ego else candidate_tracks(rec, rule)
     if not cands:
-        return 0.0
+        return None
     for g in rule.hard_gates:
         if not gate_holds(rec, [] if is_ego else cands, g):
-            return 0.0
+            return None
     ego_pts_cache: dict[str, list] = {}
 
     def pts_for(tr, field_name):
@@ -208,23 +256,78 @@ def score_video(rec: VideoRecords, rule: Rule) -> float:
             return ego_pts_cache[field_name]
         return valid_points(rec.t[tr.pos], track_series(rec, tr, field_name))
 
-    per_c = []
+    per_c = []   # per soft score, per candidate: s_c, or None where the term is unknown
     for c in rule.soft_scores:
-        vals = [soft_unit(pts_for(tr, c.field), c) for tr in cands]
+        vals = [soft_unit(pts_for(tr, c.field), c) if field_known(rec, tr, c.field) else None
+                for tr in cands]
+        if binarize:
+            vals = [None if s is None else (1.0 if s >= 0.5 else 0.0) for s in vals]
         if c.min_fraction is not None:
-            frac = sum(1 for s in vals if s >= 0.5) / len(vals)
+            known = [s for s in vals if s is not None]
+            frac = sum(1 for s in known if s >= 0.5) / len(known) if known else 0.0
             if frac < c.min_fraction - 1e-12:
-                vals = [0.0] * len(vals)
+                vals = [None if s is None else 0.0 for s in vals]
         per_c.append(vals)
+    return cands, per_c
+
+
+def _known_values(per_video_terms: list, n_terms: int) -> list[list[float]]:
+    """Per soft score: every known value over the candidates of the videos given."""
+    out: list[list[float]] = [[] for _ in range(n_terms)]
+    for got in per_video_terms:
+        if got is None:
+            continue
+        for k, vals in enumerate(got[1]):
+            for s in vals:
+                if s is not None:
+                    out[k].append(s)
+    return out
+
+
+def corpus_term_means(recs, rule: Rule, binarize: bool = False):
+    """The expected value E[s_c] of each soft score over a corpus, by plain loops: the mean of its
+    known values over the candidates of the videos that pass the gates (after ``binarize`` and
+    ``min_fraction``), None where no candidate knows it. A sequence rule: {("step", k) |
+    ("absent", n): per soft score of that fragment, the mean over its candidate units where it is
+    known of the unit's maximum trace}."""
+    recs = list(recs)
+    if rule.sequence is not None:
+        frags = [(("step", k), st) for k, st in enumerate(rule.sequence)] + \
+            [(("absent", n), a) for n, a in enumerate(rule.absent)]
+        return {key: _fragment_means([fragment_units(rec, f) for rec in recs], f) for key, f in frags}
+    known = _known_values([soft_terms(rec, rule, binarize) for rec in recs], len(rule.soft_scores))
+    return tuple(mean_or_none(v) for v in known)
+
+
+def score_video(rec: VideoRecords, rule: Rule, binarize: bool = False, term_means=None) -> float:
+    """S(v) = S_hard(v) * S_entity(v) by direct evaluation of the formulas. Per candidate, a soft
+    score whose field has no value over it (over the ego series for an ego field) is unknown and
+    takes its expected value ``term_means`` (`corpus_term_means` of the corpus scored; default:
+    of this video alone); one that no unit knows is left out; 0 when no term is known.
+    ``binarize``: each known s_c becomes 1 if s_c >= 0.5 else 0 (sequences: each step's q)."""
+    if rule.sequence is not None:
+        return score_sequence_video(rec, rule, binarize=binarize, term_means=term_means)
+    got = soft_terms(rec, rule, binarize)
+    if got is None:
+        return 0.0
+    cands, per_c = got
+    if term_means is None:      # the video alone is the corpus
+        term_means = tuple(mean_or_none(v) for v in _known_values([got], len(rule.soft_scores)))
     if rule.soft_scores:
-        wsum = sum(c.weight for c in rule.soft_scores)
-        unit = [sum(c.weight * per_c[k][i] for k, c in enumerate(rule.soft_scores)) / wsum
+        unit = [imputed_mean([(c.weight, per_c[k][i], term_means[k]) for k, c in enumerate(rule.soft_scores)])
                 for i in range(len(cands))]
     else:
         unit = [1.0] * len(cands)
     if rule.entity.agg_mode == "consensus":
         return 0.5 * (max(unit) + sum(unit) / len(unit))
     return max(unit)
+
+
+def score_corpus(recs, rule: Rule, binarize: bool = False) -> list[float]:
+    """`score_video` of every video of a corpus, unknown terms taking the corpus's expected values."""
+    recs = list(recs)
+    means = corpus_term_means(recs, rule, binarize)
+    return [score_video(rec, rule, binarize=binarize, term_means=means) for rec in recs]
 
 
 # ---------------------------------------------------------------------------- sequences (naive)
@@ -265,9 +368,10 @@ def _trace_trend_end(pts_idx, direction: str, min_duration_s: float) -> dict:
     return out
 
 
-def fragment_cells(rec: VideoRecords, frag) -> dict:
-    """{(unit key, frame index): q} of a sequence fragment on one video, by direct evaluation:
-    unit key -1 is the ego; frames index ``rec.t``. Non-candidate tracks have no cells."""
+def fragment_units(rec: VideoRecords, frag) -> list:
+    """The units of a sequence fragment on one video, by direct evaluation: [(unit key, frames,
+    per soft score its trace on the unit or None where it is unknown, per gate its values)];
+    unit key -1 is the ego; frames index ``rec.t``. Non-candidate tracks are not units."""
     is_ego = frag.entity.role == "ego"
     ego_vals = {}
 
@@ -286,7 +390,7 @@ def fragment_cells(rec: VideoRecords, frag) -> dict:
 
     units = [(-1, list(range(len(rec.t))), None)] if is_ego else \
         [(tr.track_id, [int(p) for p in tr.pos], tr) for tr in candidate_tracks(rec, frag)]
-    cells = {}
+    out = []
     ego_traces: dict = {}
     for key, frames, tr in units:
         def series_of(f, tr=tr, frames=frames):
@@ -294,32 +398,61 @@ def fragment_cells(rec: VideoRecords, frag) -> dict:
                 ev = ego_vals_for(f)
                 return [ev[j] for j in frames]
             return track_series(rec, tr, f)
-        traces = []
+        traces = []   # per soft score: its trace on this unit, or None where it is unknown
         for c in frag.soft_scores:
-            if c.field in EGO_FIELDS and not is_ego:
+            if not field_known(rec, tr, c.field):
+                traces.append(None)
+            elif c.field in EGO_FIELDS and not is_ego:
                 if c not in ego_traces:
                     ego_traces[c] = unit_trace(list(range(len(rec.t))), lambda f: ego_vals_for(f), c)
                 traces.append([ego_traces[c][j] for j in frames])
             else:
                 traces.append(unit_trace(frames, series_of, c))
-        gate_vals = [series_of(g.field) for g in frag.hard_gates]
-        wsum = sum(c.weight for c in frag.soft_scores)
+        out.append((key, frames, traces, [series_of(g.field) for g in frag.hard_gates]))
+    return out
+
+
+def _fragment_means(units_per_video: list, frag) -> tuple:
+    """Per soft score of a fragment: the mean over the units given (of every video) where it is
+    known of the unit's s_c, the maximum of its trace (0 for a unit without samples)."""
+    out = []
+    for n in range(len(frag.soft_scores)):
+        maxima = []
+        for units in units_per_video:
+            for _, _, traces, _ in units:
+                if traces[n] is not None:
+                    maxima.append(max(traces[n], default=0.0))
+        out.append(mean_or_none(maxima))
+    return tuple(out)
+
+
+def fragment_cells(rec: VideoRecords, frag, means: tuple | None = None, units: list | None = None) -> dict:
+    """{(unit key, frame index): q} of a sequence fragment on one video, by direct evaluation:
+    unit key -1 is the ego; frames index ``rec.t``. Non-candidate tracks have no cells. An unknown
+    soft term takes its expected value ``means`` (default: over this video's units)."""
+    if units is None:
+        units = fragment_units(rec, frag)
+    if means is None:
+        means = _fragment_means([units], frag)
+    cells = {}
+    for key, frames, traces, gate_vals in units:
         for i, j in enumerate(frames):
             ok = all(op_holds(gv[i], g.op, g.value) for g, gv in zip(frag.hard_gates, gate_vals))
             if not ok:
                 q = 0.0
             elif frag.soft_scores:
-                q = sum(c.weight * traces[n][i] for n, c in enumerate(frag.soft_scores)) / wsum
+                q = imputed_mean([(c.weight, None if traces[n] is None else traces[n][i], means[n])
+                                  for n, c in enumerate(frag.soft_scores)])
             else:
                 q = 1.0
             cells[(key, j)] = q
     return cells
 
 
-def absence_factors(rec: VideoRecords, a) -> list[float]:
+def absence_factors(rec: VideoRecords, a, means: tuple | None = None, units: list | None = None) -> list[float]:
     """p(t_j) for every frame j: 1 - the negated fragment's best score in [t_j - before, t_j + after]."""
     per_frame = [0.0] * len(rec.t)
-    for (_, j), q in fragment_cells(rec, a).items():
+    for (_, j), q in fragment_cells(rec, a, means, units).items():
         per_frame[j] = max(per_frame[j], q)
     out = []
     for j, t in enumerate(rec.t):
@@ -331,17 +464,27 @@ def absence_factors(rec: VideoRecords, a) -> list[float]:
     return out
 
 
-def score_sequence_video(rec: VideoRecords, rule: Rule) -> float:
+def score_sequence_video(rec: VideoRecords, rule: Rule, binarize: bool = False, term_means=None) -> float:
     """S(v) of a sequence rule by plain loops: a step-by-step maximisation over (unit, frame)
-    cells (docs/rules.md, "Sequences"); the tests check it against exhaustive enumeration."""
+    cells (docs/rules.md, "Sequences"); the tests check it against exhaustive enumeration.
+    ``term_means``: the expected value of each fragment's soft terms (`corpus_term_means` of the
+    corpus; default: of this video alone)."""
+    units = {("step", k): fragment_units(rec, st) for k, st in enumerate(rule.sequence)}
+    units.update({("absent", n): fragment_units(rec, a) for n, a in enumerate(rule.absent)})
+    if term_means is None:      # the video alone is the corpus
+        frag = {("step", k): st for k, st in enumerate(rule.sequence)}
+        frag.update({("absent", n): a for n, a in enumerate(rule.absent)})
+        term_means = {key: _fragment_means([u], frag[key]) for key, u in units.items()}
     wsum = sum(s.weight for s in rule.sequence)
     factor = {}
-    for a in rule.absent:
-        f = absence_factors(rec, a)
+    for n_a, a in enumerate(rule.absent):
+        f = absence_factors(rec, a, term_means[("absent", n_a)], units[("absent", n_a)])
         factor[a.step] = [x * y for x, y in zip(factor[a.step], f)] if a.step in factor else f
     g = None
     for k, step in enumerate(rule.sequence):
-        cells = fragment_cells(rec, step)
+        cells = fragment_cells(rec, step, term_means[("step", k)], units[("step", k)])
+        if binarize:
+            cells = {k: (1.0 if q >= 0.5 else 0.0) for k, q in cells.items()}
 
         def gap_ok(j, j2):
             gap = float(rec.t[j]) - float(rec.t[j2])

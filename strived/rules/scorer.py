@@ -2,7 +2,12 @@
 
     S_hard(v)   = prod_g 1[ exists candidate o, exists t : op_g(phi_g(o, t), theta_g) ]
     s_c(o)      = min(1, max_{0 < t2 - t1 <= window_c} change_c(o; t1, t2) / delta_c)
-    S_track(o)  = sum_c w_c s_c(o) / sum_c w_c
+    S_track(o)  = sum_c w_c s~_c(o) / sum_c w_c        (0 when no soft score is known on o)
+                  s~_c(o) = s_c(o) where c is known on o (its field has a value somewhere over o;
+                  over the video's ego series for an ego field), else E[s_c]: the mean of s_c over
+                  the units of this scoring (the candidates of the videos passing the gates) where c
+                  is known -- an unknown term takes its expected value, neither 0 nor the other
+                  terms' evidence scaled up; a term no unit knows is left out (sums over the rest)
     S_entity(v) = max_o S_track(o)                       (agg_mode "any")
                   (max_o S_track(o) + mean_o S_track(o)) / 2   (agg_mode "consensus")
     S(v)        = S_hard(v) * S_entity(v)
@@ -11,7 +16,9 @@ Decisions where the paper is silent (docs/rules.md): candidates are the tracks p
 filter (and, for selection "closest", only the candidate with the smallest mean distance); a video
 with no candidate scores 0; ego fields are read from the ego series (an ego soft score inside an
 object rule is shared by every candidate); ``min_fraction`` zeroes a constraint for a video unless
-that fraction of its candidates reach s_c >= 0.5; a rule without soft scores gives S_track = 1.
+that fraction of its candidates where the constraint is known reach s_c >= 0.5 (``binarize``
+thresholds the known terms, and E[s_c] is the mean of the binarised known values, after
+``min_fraction``); a rule without soft scores gives S_track = 1.
 Per-track window features come from `TrackColumns` (cached), so repeated scoring costs only a few
 array passes over the tracks. Sequence rules (ordered steps, scoped negations) are scored by
 `strived.rules.sequence.run_sequence` (a dynamic programme over the steps, exact).
@@ -19,6 +26,7 @@ array passes over the tracks. Sequence rules (ordered steps, scoped negations) a
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,12 +36,19 @@ from .columns import TrackColumns
 from .model import EGO_FIELDS, Rule, SoftScore
 
 
+_MISSING = object()
+
+
 @dataclass
 class ScoreResult:
     video_ids: list[str]
     scores: np.ndarray  # float64 [V]
     hard: np.ndarray  # bool [V]
     peak_track: np.ndarray  # int64 [V] track id of the best candidate, -1 if none or the video fails the gates
+    #: the expected value E[s_c] each soft score imputed where it is unknown (None: no unit knows
+    #: it, left out): a tuple per soft score for a single rule; for a sequence rule a dict
+    #: {("step", k) | ("absent", n): tuple per soft score of that fragment}
+    term_means: object = None
 
     def ranking(self, top_k: int | None = None) -> list[tuple[str, float]]:
         """(video_id, score) best first; ties broken by video id (deterministic)."""
@@ -145,9 +160,10 @@ class RuleScorer:
         if rule.sequence is not None:
             from .sequence import run_sequence
 
-            scores, peak, _ = run_sequence(cols, rule, binarize=binarize)
+            scores, peak, st = run_sequence(cols, rule, binarize=binarize)
+            self._remember_means(rule, binarize, st.term_means)
             return ScoreResult(video_ids=list(cols.video_ids), scores=scores,
-                               hard=np.ones(V, bool), peak_track=peak)
+                               hard=np.ones(V, bool), peak_track=peak, term_means=st.term_means)
         mask, owner, is_ego = self.candidates(rule)
         n_units = mask.shape[0]
 
@@ -170,10 +186,17 @@ class RuleScorer:
         has_cand = np.zeros(V, bool)
         has_cand[owner[mask]] = True
         mask = mask & hard[owner]
+        means = ()
         if rule.soft_scores:
-            wsum = sum(c.weight for c in rule.soft_scores)
+            # a term whose field has no value at all over a unit (a track; the video's ego series
+            # for an ego field) is unknown there: it takes the term's expected value, the mean of
+            # s_c over the units of this scoring where it is known (after binarize and min_fraction);
+            # a term no unit knows is left out (the weights renormalised over the others), and a
+            # unit where no term is known scores 0
             acc = np.zeros(n_units, np.float64)
-            n_cand = np.bincount(owner[mask], minlength=V).astype(np.float64)
+            wk = np.zeros(n_units, np.float64)
+            n_known = np.zeros(n_units, np.int64)
+            means = []
             need_units = np.flatnonzero(mask)
             need_videos = None
             for c in rule.soft_scores:
@@ -182,16 +205,30 @@ class RuleScorer:
                 if ego_in_obj and need_videos is None:
                     need_videos = np.flatnonzero(np.bincount(owner[need_units], minlength=V))
                 s = soft_values(cols, c, binarize, units=need_videos if ego_in_obj else need_units)
+                known = cols.known(c.field)   # per unit of the field's role
                 if ego_in_obj:
                     s = s[owner]  # the video's ego value, shared by each of its tracks
+                    known = known[owner]
+                kn = mask & known
                 if c.min_fraction is not None:
-                    hit = np.bincount(owner[mask], weights=(s[mask] >= 0.5), minlength=V)
+                    # the share of the candidates where the term is known that reach 0.5
+                    nk = np.bincount(owner[kn], minlength=V).astype(np.float64)
+                    hit = np.bincount(owner[kn], weights=(s[kn] >= 0.5), minlength=V)
                     with np.errstate(invalid="ignore", divide="ignore"):
-                        frac = np.where(n_cand > 0, hit / np.maximum(n_cand, 1), 0.0)
+                        frac = np.where(nk > 0, hit / np.maximum(nk, 1), 0.0)
                     keep = frac >= c.min_fraction - 1e-12
                     s = np.where(keep[owner], s, 0.0)
-                acc += c.weight * s
-            unit = acc / wsum
+                n_known += known
+                if kn.any():
+                    m = float(np.mean(s[kn]))          # E[s_c] over this scoring's known units
+                    means.append(m)
+                    acc += c.weight * np.where(known, s, m)
+                    wk += c.weight
+                else:                                   # nobody knows it: left out everywhere
+                    means.append(None)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                unit = np.where((wk > 0) & (n_known > 0), acc / np.where(wk > 0, wk, 1.0), 0.0)
+            means = tuple(means)
         else:
             unit = np.ones(n_units, np.float64)
 
@@ -218,10 +255,43 @@ class RuleScorer:
                 best[vids] = 0.5 * (gmax + tot / cnt)
         entity = np.where(has_cand, best, 0.0)
         scores = np.where(hard, entity, 0.0)
-        return ScoreResult(video_ids=list(cols.video_ids), scores=scores, hard=hard, peak_track=peak)
+        self._remember_means(rule, binarize, means)
+        return ScoreResult(video_ids=list(cols.video_ids), scores=scores, hard=hard, peak_track=peak,
+                           term_means=means)
+
+    #: how many rules' expected terms a scorer remembers (explanations and spans ask for them)
+    MEANS_MEMO = 64
+
+    _means_lock = threading.Lock()   # the memo is written by search and inspect workers alike
+
+    def _remember_means(self, rule: Rule, binarize: bool, means) -> None:
+        with self._means_lock:
+            memo = self.__dict__.setdefault("_means_memo", {})
+            key = (rule, bool(binarize))
+            memo.pop(key, None)
+            while len(memo) >= self.MEANS_MEMO:
+                memo.pop(next(iter(memo)))
+            memo[key] = means
+
+    def term_means(self, rule: Rule, binarize: bool = False):
+        """The expected value E[s_c] each soft score of ``rule`` imputes where it is unknown, over
+        this scorer's corpus (`ScoreResult.term_means`); remembered per rule, else computed by
+        scoring (cheap once the rule's features are cached)."""
+        with self._means_lock:
+            hit = self.__dict__.get("_means_memo", {}).get((rule, bool(binarize)), _MISSING)
+        if hit is not _MISSING:
+            return hit
+        if rule.sequence is not None:
+            from .sequence import sequence_term_means
+
+            means = sequence_term_means(self.columns, rule)
+            self._remember_means(rule, binarize, means)
+            return means
+        return self.score(rule, binarize=binarize).term_means
 
     def explain(self, video_id: str, rule: Rule):
-        """Per-track per-frame traces, the peak track and the time span where the score peaked."""
+        """Per-track per-frame traces, the peak track and the time span where the score peaked;
+        unknown terms take this corpus's expected values (the numbers `score` uses)."""
         from .explain import explain_video
 
-        return explain_video(self.records(video_id), rule)
+        return explain_video(self.records(video_id), rule, term_means=self.term_means(rule))

@@ -5,9 +5,15 @@ Semantics (docs/rules.md, "Sequences"):
 * A *step* is a fragment (entity, gates, soft scores) realised by one unit u (a candidate track, or
   the ego series) at one anchor sample j of that unit (time t_j). Its per-sample score is
 
-      q(u, j) = Π_g 1[op_g(φ_g(u or ego, t_j), θ_g)] · Σ_c w_c tr_c(u, j) / Σ_c w_c      (1 without soft scores)
+      q(u, j) = Π_g 1[op_g(φ_g(u or ego, t_j), θ_g)] · Σ_c w_c tr~_c(u, j) / Σ_c w_c
 
-  where tr_c is the per-frame trace of soft score c ending at j: for temporal_change
+  (1 without soft scores; 0 when no soft score is known on u), where a soft score is known on u
+  when its field has a value somewhere over the unit (over the video's ego series for an ego
+  field); tr~_c = tr_c where it is known, else the term's expected value E_c: the mean over the
+  fragment's candidate units of the corpus where c is known of their s_c = max_j tr_c(u, j) (as
+  for single rules; a term no candidate knows is left out, the sums over the others), and tr_c
+  is the per-frame
+  trace of soft score c ending at j: for temporal_change
   ``min(1, max_{i: 0 < t_j - t_i <= ΔT} change(i, j) / δ)``; for monotonic_trend
   ``min(1, run ending at j / (2 D))``. Ego fields in an object step are read at the same frame.
 * A *negation* n with the same kind of fragment has, at frame time t, the factor
@@ -56,9 +62,60 @@ class _EntityOnly:
     entity: object
 
 
-def fragment_samples(cols: TrackColumns, frag, mask: np.ndarray | None = None) -> np.ndarray:
+def _fragment_terms(cols: TrackColumns, frag, mask: np.ndarray | None):
+    """Per soft score of a fragment, over the samples of its role's series (ego frames, or track
+    samples): (its trace, per-sample known-ness or None when every unit knows it, per-unit
+    known-ness). Units: videos for an ego fragment, tracks for an object fragment."""
+    ego = frag.entity.role == "ego"
+    frame = None if ego else cols.track_frame()
+    owner = None if ego else cols.tracks.owner
+    for c in frag.soft_scores:
+        ego_field = c.field in EGO_FIELDS
+        tr = soft_trace(cols, c)
+        known_u = cols.known(c.field)                # per unit of the field's role
+        if ego_field and not ego:
+            tr = tr[frame]                           # the ego's trace at the track sample's frame
+            known_u = known_u[owner]
+        s = cols.ego if ego else cols.tracks
+        known = None if known_u.all() else known_u[s.sample_track()]
+        yield c, tr, known, known_u
+
+
+def fragment_term_means(cols: TrackColumns, frag, mask: np.ndarray | None = None) -> tuple:
+    """E_c per soft score of a fragment over this corpus: the mean, over the fragment's candidate
+    units (the videos for an ego fragment) where c is known, of the unit's s_c = max of its trace
+    over its samples; None where no candidate knows c (the term is then left out)."""
+    ego = frag.entity.role == "ego"
+    s = cols.ego if ego else cols.tracks
+    if ego:
+        cand = np.ones(s.n, bool)
+    else:
+        cand = _candidate_mask(cols, frag.entity) if mask is None else mask
+    st = s.sample_track()
+    out = []
+    for c, tr, _, known_u in _fragment_terms(cols, frag, mask):
+        kn = cand & known_u
+        if not kn.any():
+            out.append(None)
+            continue
+        umax = np.zeros(s.n, np.float64)
+        np.maximum.at(umax, st, np.nan_to_num(tr, nan=0.0))
+        out.append(float(np.mean(umax[kn])))
+    return tuple(out)
+
+
+def sequence_term_means(cols: TrackColumns, rule: Rule) -> dict:
+    """{("step", k) | ("absent", n): `fragment_term_means`} of a sequence rule over this corpus."""
+    out = {("step", k): fragment_term_means(cols, st) for k, st in enumerate(rule.sequence)}
+    out.update({("absent", n): fragment_term_means(cols, a) for n, a in enumerate(rule.absent)})
+    return out
+
+
+def fragment_samples(cols: TrackColumns, frag, mask: np.ndarray | None = None,
+                     means: tuple | None = None) -> np.ndarray:
     """q(u, j) of a fragment for every sample of its role's series: the F ego samples (frames) for
-    an ego fragment, the N track samples for an object fragment (0 for non-candidates)."""
+    an ego fragment, the N track samples for an object fragment (0 for non-candidates).
+    ``means``: the E_c an unknown term takes (`fragment_term_means`; default: over ``cols``)."""
     ego = frag.entity.role == "ego"
     n = cols.ego.t.shape[0] if ego else cols.tracks.t.shape[0]
     frame = None if ego else cols.track_frame()
@@ -66,22 +123,39 @@ def fragment_samples(cols: TrackColumns, frag, mask: np.ndarray | None = None) -
     def at(arr: np.ndarray, fld: str) -> np.ndarray:
         return arr[frame] if (fld in EGO_FIELDS and not ego) else arr
 
+    if not ego and mask is None:
+        mask = _candidate_mask(cols, frag.entity)
     ok = np.ones(n, bool)
     for g in frag.hard_gates:
         _, v = cols.series_for(g.field)
         ok &= at(_compare(v, g.op, g.value) & ~np.isnan(v), g.field)
     if frag.soft_scores:
-        wsum = sum(c.weight for c in frag.soft_scores)
+        # a term whose field has no value over the sample's unit (its track; the video's ego
+        # series for an ego field) is unknown there: it takes E_c (left out where E_c is None);
+        # a unit where no term is known scores 0
+        if means is None:
+            means = fragment_term_means(cols, frag, mask)
         acc = np.zeros(n, np.float64)
-        for c in frag.soft_scores:
-            acc += c.weight * at(soft_trace(cols, c), c.field)
-        q = acc / wsum
+        wk = np.zeros(n, np.float64)
+        n_known = np.zeros(n, np.int64)
+        for (c, tr, known, _), m in zip(_fragment_terms(cols, frag, mask), means):
+            if known is None:               # a value on every unit (the usual case): no masking
+                acc += c.weight * tr
+                wk += c.weight
+                n_known += 1
+            elif m is not None:
+                acc += c.weight * np.where(known, tr, m)
+                wk += c.weight
+                n_known += known
+            else:
+                acc += np.where(known, c.weight * tr, 0.0)
+                wk += np.where(known, c.weight, 0.0)
+                n_known += known
+        q = np.where((wk > 0) & (n_known > 0), acc / np.where(wk > 0, wk, 1.0), 0.0)
     else:
         q = np.ones(n, np.float64)
     q = np.where(ok, q, 0.0)
     if not ego:
-        if mask is None:
-            mask = _candidate_mask(cols, frag.entity)
         q = np.where(mask[cols.tracks.sample_track()], q, 0.0)
     return q
 
@@ -184,15 +258,22 @@ class SequenceState:
     g: list[np.ndarray] = field(default_factory=list)      # DP value per sample
     absent_frame: list[np.ndarray] = field(default_factory=list)   # per-frame negation score
     factor: list[np.ndarray] = field(default_factory=list)         # per-frame factor p_n(t)
+    term_means: dict = field(default_factory=dict)   # the E_c used (`sequence_term_means`)
 
 
-def run_sequence(cols: TrackColumns, rule: Rule, keep: bool = False, binarize: bool = False):
+def run_sequence(cols: TrackColumns, rule: Rule, keep: bool = False, binarize: bool = False,
+                 term_means: dict | None = None):
     """(per-video score [V], per-video peak track id of the last object step or -1, state).
-    ``binarize`` (ablation): each step's score q is 1 where q >= 0.5, else 0."""
+    ``binarize`` (ablation): each step's score q is 1 where q >= 0.5, else 0 (after an unknown
+    term took its E_c). ``term_means``: the E_c of each fragment (`sequence_term_means`; default:
+    over ``cols``, the corpus being scored; an explanation of one video passes its corpus's)."""
     V = cols.n_videos
     state = SequenceState()
     if V == 0:
         return np.zeros(0), np.zeros(0, np.int64), state
+    if term_means is None:
+        term_means = sequence_term_means(cols, rule)
+    state.term_means = term_means
     E = cols.ego
     fgrid = _grid(cols, True)
     tgrid = None
@@ -200,9 +281,9 @@ def run_sequence(cols: TrackColumns, rule: Rule, keep: bool = False, binarize: b
 
     # negation factors per frame, per step they are anchored to
     factors: dict[int, np.ndarray] = {}
-    for a in rule.absent:
+    for n_a, a in enumerate(rule.absent):
         is_ego = a.entity.role == "ego"
-        r = fragment_samples(cols, a)
+        r = fragment_samples(cols, a, means=term_means[("absent", n_a)])
         per_frame = _frame_max(cols, r, is_ego)
         lo, hi = fgrid.around_range(a.before_s, a.after_s)
         p = 1.0 - _range_max(per_frame, lo, hi)
@@ -215,7 +296,7 @@ def run_sequence(cols: TrackColumns, rule: Rule, keep: bool = False, binarize: b
     prev_ego = None
     for k, step in enumerate(rule.sequence):
         is_ego = step.entity.role == "ego"
-        q = fragment_samples(cols, step)
+        q = fragment_samples(cols, step, means=term_means[("step", k)])
         if binarize:
             q = (q >= 0.5).astype(np.float64)
         val = np.power(q, step.weight / wsum)
@@ -363,13 +444,15 @@ def _evidence_start(cols: TrackColumns, frag, sample: int, is_ego: bool) -> floa
     return start
 
 
-def match_sequence(rec, rule: Rule) -> SequenceMatch:
+def match_sequence(rec, rule: Rule, term_means: dict | None = None) -> SequenceMatch:
     """The best assignment of a sequence rule on one video, with each step's unit, anchor and span.
+    ``term_means``: the E_c of the corpus the video was scored in (`RuleScorer.term_means`;
+    default: the video alone), so that the match is the scorer's.
 
     Ties: the latest step's anchor as early as possible, then the lowest track id (ego first);
     walking back, each earlier step likewise."""
     cols = TrackColumns.from_records([rec])
-    scores, _, st = run_sequence(cols, rule, keep=True)
+    scores, _, st = run_sequence(cols, rule, keep=True, term_means=term_means)
     score = float(scores[0]) if scores.size else 0.0
     E, T = cols.ego, cols.tracks
     frames_t = np.asarray(E.t, np.float64)
@@ -422,7 +505,7 @@ def match_sequence(rec, rule: Rule) -> SequenceMatch:
         frame = chosen[a.step] if is_ego_k[a.step] else int(tf[chosen[a.step]])
         factor = float(st.factor[n][frame])
         am = AbsenceMatch(n, a.label(n), a.step, win, factor)
-        r = fragment_samples(cols, a)
+        r = fragment_samples(cols, a, means=st.term_means[("absent", n)])
         is_ego = a.entity.role == "ego"
         t_r = frames_t if is_ego else frames_t[tf]
         inwin = (t_r >= win[0] - T_EPS) & (t_r <= win[1] + T_EPS) & (r > 0)

@@ -238,3 +238,30 @@ def test_source_cell_for_a_video_the_rule_could_not_judge(qtbot, tmp_path):
     row = [h.video_id for h in m.hits].index("video")
     tip = m.data(m.index(row, m.C_RULE), Qt.ItemDataRole.ToolTipRole)
     assert "could not judge" in tip and "speed" in tip
+
+
+def test_timeline_readout_shows_an_unknown_soft_term_and_its_imputed_value(qtbot):
+    """A clip without ego speed: the speed term is unknown on every track and takes its expected
+    value over the corpus (the mean of the known speed terms, not a 0); the soft-score readout
+    says so next to the value; alone, no track knows the speed and the term is not counted."""
+    from app.timeline import TimelineWidget
+    from strived.rules import parse_rule
+    from strived.rules.explain import explain_video
+    from strived.rules.reference import corpus_term_means
+    from tests.core.test_unknown_soft_terms import DIST, SPEED, _corpus
+
+    rule = parse_rule({"entity": {"class_filter": ["car"]}, "soft_scores": [DIST, SPEED]})
+    speed = rule.soft_scores[1].name
+    recs = _corpus()
+    means = corpus_term_means(recs, rule)
+    exp = explain_video(recs[1], rule, term_means=means)
+    tl = TimelineWidget()
+    qtbot.addWidget(tl)
+    tl.set_explanation(exp, "b_no_speed")
+    text = tl.values_at(5.0, "soft score")
+    assert "0.50" in text and f"unknown: {speed} → corpus mean 0.50" in text
+    tl.set_explanation(explain_video(recs[1], rule), "b_no_speed")      # the video alone
+    assert f"unknown: {speed} not counted" in tl.values_at(5.0, "soft score")
+    with_speed = explain_video(recs[0], rule, term_means=means)
+    tl.set_explanation(with_speed, "a_speed")
+    assert "0.67" in tl.values_at(5.0, "soft score") and "unknown" not in tl.values_at(5.0, "soft score")

@@ -37,6 +37,8 @@ def _features(recs):
     out["road"] = cols.window_change("loc_x_road", 2.5, "negative").copy()   # derived range by range
     out["road_values"] = cols.series_for("loc_x_road")[1].copy()             # per sample, chunk by chunk
     out["abs_road"] = np.stack(cols.minmax("abs_loc_x_road")).copy()
+    out["known"] = np.stack([cols.valid_count(f) for f in ("loc_x", "distance", "loc_x_road")]).copy()
+    out["known_ego"] = np.stack([cols.valid_count(f) for f in ("speed", "heading")]).copy()
     return out
 
 
@@ -113,6 +115,8 @@ def test_features_read_from_the_cache_files_equal_in_memory(lib, recs, monkeypat
         got["road"] = cols.window_change("loc_x_road", 2.5, "negative")
         got["abs_road"] = np.stack(cols.minmax("abs_loc_x_road"))
         got["road_values"] = cols.series_for("loc_x_road")[1]
+        got["known"] = np.stack([cols.valid_count(f) for f in ("loc_x", "distance", "loc_x_road")])
+        got["known_ego"] = np.stack([cols.valid_count(f) for f in ("speed", "heading")])
         for k in whole:
             np.testing.assert_array_equal(got[k], whole[k], err_msg=f"{k} chunk={chunk}")
         # |loc_x| is taken chunk by chunk: no whole-library array appears

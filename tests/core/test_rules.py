@@ -179,13 +179,18 @@ def test_explain_matches_score_and_traces(bench_records):
                 assert ps is not None
             for tr in ex.traces:
                 assert len(tr.t) == len(tr.combined)
-                for arr in tr.soft.values():
-                    assert arr.shape == tr.t.shape and (arr >= 0).all() and (arr <= 1).all()
+                for name, arr in tr.soft.items():
+                    assert arr.shape == tr.t.shape
+                    if name in tr.unknown:     # no value on this unit: unknown (NaN), not 0
+                        assert np.isnan(arr).all()
+                    else:
+                        assert (arr >= 0).all() and (arr <= 1).all()
             if r.entity.role == "object" and ex.traces:
                 # each trace's soft maximum equals its per-track soft score
                 for tr in ex.traces:
                     for c in r.soft_scores:
-                        if c.field not in ("speed", "accel", "yaw_rate", "heading") and c.min_fraction is None:
+                        if c.field not in ("speed", "accel", "yaw_rate", "heading") and c.min_fraction is None \
+                                and c.name not in tr.unknown:
                             assert tr.soft[c.name].max(initial=0) == pytest.approx(tr.soft_max[c.name], abs=1e-9)
 
 
