@@ -612,7 +612,8 @@ class TrackColumns:
 
     def known(self, field_name: str) -> np.ndarray:
         """Per unit: whether the field has any value over it (bool [units]). A soft score on a
-        field a unit has no value for is unknown there, left out of its weighted mean (scorer)."""
+        field a unit has no value for is unknown there and takes the term's expected value
+        (the scorer, "Unknown is not 0" in docs/rules.md)."""
         return self.valid_count(field_name) > 0
 
     def mean(self, field_name: str) -> np.ndarray:
@@ -623,9 +624,13 @@ class TrackColumns:
         """Per-unit truth of "op(field, value) on >= ``min_fraction`` of the unit's samples"
         (a gate with ``min_time_fraction``). Remembered for this corpus (the columns of one content
         version never change), the last FRACTION_MEMO answers only: a bool per unit each."""
+        return self._memo((field_name, op, float(value), float(min_fraction)), lambda: (
+            self.fraction_satisfying(field_name, op, value) >= float(min_fraction) - 1e-12))
+
+    def _memo(self, key, compute) -> np.ndarray:
+        """``compute()`` remembered under ``key`` (read-only), the last FRACTION_MEMO answers."""
         import threading
 
-        key = (field_name, op, float(value), float(min_fraction))
         memo = self.__dict__.get("_frac_memo")
         if memo is None:
             memo = self.__dict__.setdefault("_frac_memo", ({}, threading.Lock()))
@@ -635,7 +640,7 @@ class TrackColumns:
             if hit is not None:
                 answers[key] = hit          # most recently used last
                 return hit
-        out = self.fraction_satisfying(field_name, op, value) >= float(min_fraction) - 1e-12
+        out = compute()
         out.setflags(write=False)
         with lock:
             answers[key] = out
@@ -650,26 +655,8 @@ class TrackColumns:
         For gates with ``min_seconds`` (`held_for`). Remembered for this corpus like
         `fraction_holds` (the last FRACTION_MEMO answers): the optimizer's grid over
         ``min_seconds`` reuses one computation."""
-        import threading
-
-        key = ("run", field_name, op, float(value))
-        memo = self.__dict__.get("_frac_memo")
-        if memo is None:
-            memo = self.__dict__.setdefault("_frac_memo", ({}, threading.Lock()))
-        answers, lock = memo
-        with lock:
-            hit = answers.pop(key, None)
-            if hit is not None:
-                answers[key] = hit          # most recently used last
-                return hit
-        out = _per_unit_chunks(*self._source(field_name), None,
-                               lambda ss, vv: _held_run(ss, vv, op, float(value)))
-        out.setflags(write=False)
-        with lock:
-            answers[key] = out
-            while len(answers) > FRACTION_MEMO:
-                answers.pop(next(iter(answers)))
-        return out
+        return self._memo(("run", field_name, op, float(value)), lambda: _per_unit_chunks(
+            *self._source(field_name), None, lambda ss, vv: _held_run(ss, vv, op, float(value))))
 
     def held_for(self, field_name: str, op: str, value: float, min_seconds: float) -> np.ndarray:
         """Per-unit truth of "op(field, value) over an unbroken run of >= ``min_seconds``" (a gate
