@@ -322,6 +322,7 @@ def cut_clip_reencode(src: str, dst: Path, f0: int, f1: int, cancel: CancelFn = 
         if not writer.isOpened():
             raise ExportError(f"cannot write {dst} (is the folder writable?)", str(dst))
         cap.set(cv2.CAP_PROP_POS_FRAMES, f0)
+        written = 0
         for k in range(f0, f1 + 1):
             if cancel is not None and k % 10 == 0 and cancel():
                 raise Cancelled()
@@ -331,11 +332,15 @@ def cut_clip_reencode(src: str, dst: Path, f0: int, f1: int, cancel: CancelFn = 
                     raise ExportError(f"{src}: cannot decode frame {f0}", str(src))
                 break
             writer.write(frame)
+            written += 1
             if on_frame:
                 on_frame(k - f0 + 1)
         writer.release()
         if not tmp.exists() or tmp.stat().st_size == 0:
             raise ExportError(f"the encoder wrote nothing for {dst} (disk full?)", str(dst))
+        if _frames_in(tmp) < written:     # the encoder's writes fail silently (a full disk)
+            raise ExportError(f"{dst} could not be written completely (the disk may be full); nothing "
+                              "was left in its place", str(dst))
         os.replace(tmp, dst)
     except OSError as e:
         writer.release()
@@ -348,6 +353,23 @@ def cut_clip_reencode(src: str, dst: Path, f0: int, f1: int, cancel: CancelFn = 
     finally:
         cap.release()
     return str(dst)
+
+
+def _frames_in(path: Path) -> int:
+    """How many frames a written clip decodes to (0 when it cannot be opened: a clip cut short
+    has no index and does not open)."""
+    import cv2
+
+    cap = cv2.VideoCapture(str(path))
+    try:
+        if not cap.isOpened():
+            return 0
+        n = 0
+        while cap.grab():
+            n += 1
+        return n
+    finally:
+        cap.release()
 
 
 def cut_clip_copy(src: str, dst: Path, t0: float, t1: float) -> str:

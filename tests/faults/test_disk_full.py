@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import shutil
 
+import pytest
+
 
 from strived.cli import main
 from strived.store import Library
@@ -96,3 +98,28 @@ def test_export_write_failure_anywhere(make_library, tmp_path, monkeypatch, caps
     err = capsys.readouterr().err
     assert rc == 1 and "disk is full" in err
     assert os.listdir(tmp_path / "out") == []
+
+
+def test_a_clip_cut_short_by_a_full_disk_is_never_renamed_into_place(tiny_disk, tmp_path):
+    """The video encoder's writes fail silently on a full disk; the clip is decoded before it is
+    renamed, and a short one is an error with nothing left behind (issue 37)."""
+    import cv2
+    import numpy as np
+
+    from strived.export import ExportError, cut_clip_reencode
+
+    src = tmp_path / "src.mp4"
+    w = cv2.VideoWriter(str(src), cv2.VideoWriter_fourcc(*"mp4v"), 10.0, (320, 240))
+    rng = np.random.default_rng(0)
+    for _ in range(60):
+        w.write(rng.integers(0, 255, (240, 320, 3), dtype=np.uint8))   # noise: a large clip
+    w.release()
+    disk = tiny_disk("96k")
+    dst = disk / "clip.mp4"
+    with pytest.raises(ExportError, match="written completely|wrote nothing|disk"):
+        cut_clip_reencode(str(src), dst, 0, 59)
+    assert not dst.exists() and os.listdir(disk) == []
+    ok = tmp_path / "ok.mp4"
+    cut_clip_reencode(str(src), ok, 0, 59)         # the same clip where there is room: all 60 frames
+    cap = cv2.VideoCapture(str(ok))
+    assert int(cap.get(cv2.CAP_PROP_FRAME_COUNT)) == 60
