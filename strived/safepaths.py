@@ -77,12 +77,22 @@ def make_video_id(text: str) -> str:
     return s
 
 
+#: File systems limit a name to 255 *bytes* (ext4, APFS, tmpfs; NTFS counts 255 UTF-16 units,
+#: which this also respects): a component made here stays within this many UTF-8 bytes, leaving
+#: room for what exports add around it (a rank, a time span, "_2", ".json").
+MAX_NAME_BYTES = 180
+
+
 def safe_filename(text: str, default: str = "item", max_chars: int = 120) -> str:
     """A single, portable file-name component made from ``text``: characters outside the safe set
     become ``_``, leading dots and spaces go, Windows device names get a ``_`` prefix, and the
-    result is at most ``max_chars`` characters (never empty, never ``.`` or ``..``)."""
+    result is at most ``max_chars`` characters and `MAX_NAME_BYTES` UTF-8 bytes (never empty,
+    never ``.`` or ``..``)."""
     s = "".join(c if (_char_ok(c) and c != " ") else "_" for c in str(text))
-    s = s.lstrip(". ").rstrip(". ")[:max_chars].rstrip(". ")
+    s = s.lstrip(". ").rstrip(". ")[:max_chars]
+    while len(s.encode("utf-8")) > MAX_NAME_BYTES:     # 120 CJK characters are 360 bytes
+        s = s[:-1]
+    s = s.rstrip(". ")
     if not s:
         s = default
     if s.split(".")[0].upper() in _WIN_RESERVED:

@@ -196,3 +196,23 @@ def test_text_segments_are_bounded_by_the_samples_not_the_time_span():
     rec = VideoRecords(VideoInfo("v", None, 10.0, 5), np.arange(5), t, {}, [])
     b = segment_bounds(rec)
     assert len(b) == 2 and b[0][0] == 0.0 and b[1][0] <= 100000.0 < b[1][1]
+
+
+def test_long_non_ascii_ids_export_within_the_file_name_byte_limit(tmp_path, capsys):
+    """A 200-character CJK id is a valid id; its exported file names are cut by their encoded
+    length (255 bytes on ext4/APFS), not by characters (issue 37: every export failed)."""
+    import json
+
+    from strived.cli import main
+    from strived.safepaths import safe_filename
+
+    vid = "漢" * 200
+    assert len(safe_filename(vid).encode("utf-8")) <= 180
+    doc = {"format": "strived.records/1", "video": {"id": vid, "fps": 10, "n_frames": 2},
+           "frames": [{"i": 0, "t": 0.0}, {"i": 1, "t": 0.1}]}
+    (tmp_path / "r.json").write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
+    lib = tmp_path / "lib"
+    assert main(["import", str(tmp_path / "r.json"), "--library", str(lib), "--no-text-index"]) == 0
+    assert main(["export", str(tmp_path / "out"), "--library", str(lib)]) == 0
+    names = [p.name for p in (tmp_path / "out").iterdir()]
+    assert names and all(len(n.encode("utf-8")) <= 255 for n in names)
