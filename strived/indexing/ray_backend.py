@@ -63,6 +63,42 @@ def _perceive_batch(batch: dict, cfg_json: str, root: str, cpus: float = 1.0) ->
     return out
 
 
+#: How long to wait for a Ray head node to accept a connection before saying it is not there.
+CONNECT_TIMEOUT_S = 5.0
+
+
+def check_ray_address(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """Refuse a malformed ``--ray`` address, or one where nothing answers within ``timeout_s``,
+    with a message (ray.init would wait forever, or fail with a traceback). 'local', 'auto' and
+    'ray://' client addresses are left to Ray."""
+    import socket
+
+    if address in ("local", "", "auto") or address.startswith("ray://"):
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise StrivedError(f"--ray {address!r}: expected HOST:PORT of a Ray head node (e.g. "
+                           "10.0.0.5:6379), or 'local'")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            pass
+    except OSError as e:
+        raise StrivedError(f"--ray {address}: no Ray head node answers there ({e.strerror or e}); "
+                           "start one with `ray start --head`, or use --ray local") from None
+
+
+def check_feasible(resources: dict, cpus_per_task: float, gpus_per_task: float) -> None:
+    """Refuse work whose tasks ask for more CPUs or GPUs than the whole cluster has (Ray would
+    queue them forever)."""
+    have_cpu, have_gpu = float(resources.get("CPU", 0.0)), float(resources.get("GPU", 0.0))
+    if cpus_per_task > have_cpu:
+        raise StrivedError(f"--ray-cpus {cpus_per_task:g}: the Ray cluster has {have_cpu:g} CPUs in all; "
+                           "no task could ever start")
+    if gpus_per_task > have_gpu:
+        raise StrivedError(f"--ray-gpus {gpus_per_task:g}: the Ray cluster has {have_gpu:g} GPUs in all; "
+                           "no task could ever start")
+
+
 def init_ray(address: str, num_cpus: int | None = None):
     """Connect to ``address`` ('local' starts a private instance); reuse an existing connection."""
     try:
@@ -71,6 +107,7 @@ def init_ray(address: str, num_cpus: int | None = None):
         raise StrivedError("--ray needs Ray: pip install 'ray[data]'") from e
     if ray.is_initialized():
         return ray
+    check_ray_address(address)
     from ..offline import OPT_OUTS
 
     # workers get the same opt-outs (a local instance inherits this process's environment; a
@@ -104,7 +141,8 @@ def perceive_with_ray(items, cfg, address: str, root: Path, *, cancel=None,
 
     if not items:
         return
-    init_ray(address)
+    ray = init_ray(address)
+    check_feasible(ray.cluster_resources(), cpus_per_task, gpus_per_task)
     import ray.data
 
     by_id = {it.video_id: it for it in items}

@@ -139,3 +139,32 @@ def test_control_sequences_from_data_never_reach_the_terminal(make_library, caps
     buf = io.StringIO()
     s = CleanStream(buf)
     assert s.write("x\x1by") == 3 and buf.getvalue() == "xy"
+
+
+def test_ray_addresses_and_resources_are_checked_before_any_wait():
+    """A mistyped --ray address, a port where nothing listens, or tasks asking for more CPUs or
+    GPUs than the cluster has are refused with a message within seconds (issue 37: they waited
+    forever or raised a traceback)."""
+    import socket
+    import time
+
+    from strived.errors import StrivedError
+    from strived.indexing.ray_backend import check_feasible, check_ray_address
+
+    for bad in ("localhost", "127.0.0.1:", "127.0.0.1:99999", ":6379"):
+        with pytest.raises(StrivedError, match="HOST:PORT"):
+            check_ray_address(bad)
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()                                  # a port where nothing listens
+    t0 = time.perf_counter()
+    with pytest.raises(StrivedError, match="no Ray head node answers"):
+        check_ray_address(f"127.0.0.1:{port}")
+    assert time.perf_counter() - t0 < 6
+    check_ray_address("local")
+    check_feasible({"CPU": 2.0}, 1.0, 0.0)
+    with pytest.raises(StrivedError, match="--ray-cpus 100"):
+        check_feasible({"CPU": 2.0}, 100.0, 0.0)
+    with pytest.raises(StrivedError, match="--ray-gpus 1"):
+        check_feasible({"CPU": 2.0}, 1.0, 1.0)
