@@ -519,7 +519,7 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
            weights: dict[str, float] | None = None, sources: Sequence[str] = SOURCES,
            top_k: int = 50, llm=None, span_k: int = 20, rrf_k: int = RRF_K,
            rule_library=None, rule_hits: list[tuple[str, float, int]] | None = None,
-           router: str = "auto", rerank: bool = False,
+           router: str = "auto", rerank: bool = False, match_hint: dict | None = None,
            progress: ProgressFn = None, cancel: CancelFn = None) -> SearchResponse:
     """Search a library with a plain-language query.
 
@@ -567,9 +567,9 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
                 if len({json_key(r) for r in profile_rules.values()}) > 1:
                     rules_by_profile = {p: r.to_dict() for p, r in profile_rules.items()}
                     rule_of = {p: r for p, r in profile_rules.items()}
-            else:
-                match = {"event": None, "confidence": None, "mode": "precomputed", "source": "caller",
-                         "notices": []}
+            else:   # the caller's rule hits; ``match_hint``: what the matcher made of the query
+                match = {"event": None, "confidence": None, **(match_hint or {}), "mode": "precomputed",
+                         "source": "caller", "notices": []}
             notices.extend(match.get("notices") or [])
             timings["resolve_rule"] = (time.perf_counter() - t0) * 1e3
             t1 = time.perf_counter()

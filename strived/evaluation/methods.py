@@ -328,7 +328,9 @@ def _search(ctx, q, sources, weights=None, router="auto", rerank=False, **varian
         weights = _cv_router_weights(ctx, q, variant)
     try:
         resp = search(ctx.library, q.text, sources=sources, weights=weights, top_k=10**9, span_k=0,
-                      llm=ctx.llm, rule_hits=hits, router=router, rerank=rerank)
+                      llm=ctx.llm, rule_hits=hits, router=router, rerank=rerank,
+                      match_hint={k: v for k, v in query_match(ctx, q.text).items()
+                                  if k in ("event", "confidence")} if rerank else None)
     except SourceUnavailable as e:
         raise MethodUnavailable(str(e)) from None
     missing = [s for s in sources if s not in resp.sources_used]

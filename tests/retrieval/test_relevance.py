@@ -127,3 +127,20 @@ def test_rerank_orders_the_first_k_by_relevance_and_renumbers(full_library):
     assert {h.video_id for h in head} == {h.video_id for h in plain.hits[:R.RERANK_K]}
     assert [h.video_id for h in rr.hits[R.RERANK_K:]] == [h.video_id for h in plain.hits[R.RERANK_K:]]
     assert [h.rank for h in rr.hits] == list(range(1, len(rr.hits) + 1))
+
+
+def test_precomputed_rule_hits_keep_the_matchers_answer_for_the_relevance(full_library):
+    """Evaluation passes cross-fitted rule hits; with ``match_hint`` the relevance still sees what
+    the matcher made of the query (without it every such search looked like an out-of-scope one)."""
+    from strived import engine
+
+    q = "a car cuts in from the left"
+    plain = engine.search(full_library, q, top_k=5)
+    hint = {"event": plain.match["event"], "confidence": plain.match["confidence"]}
+    hits = [(v, s, -1) for v, s in zip(plain.rankings["rule"], plain.ranking_scores["rule"])]
+    pre = engine.search(full_library, q, top_k=5, rule_hits=hits, match_hint=hint)
+    assert pre.match["mode"] == "precomputed" and pre.match["event"] == plain.match["event"]
+    f_plain = R.hit_features(plain.hits[0].per_source, 1, plain.match)
+    f_pre = R.hit_features(pre.hits[0].per_source, 1, pre.match)
+    i, j = R.FEATURES.index("no_event"), R.FEATURES.index("event_conf")
+    assert f_pre[i] == f_plain[i] == 0.0 and f_pre[j] == f_plain[j]
