@@ -12,9 +12,15 @@ def register(sub) -> None:
     p = sub.add_parser("bench", help="run the speed benchmarks (benchmarks/bench_*.py) and print ratios",
                        description="Runs the repository's benchmark scripts as subprocesses and prints each "
                                    "fast path vs its reference and each latency vs the paper's.")
-    p.add_argument("suite", nargs="?", choices=("scale",), default=None,
+    p.add_argument("suite", nargs="?", choices=("scale", "index"), default=None,
                    help="scale: a synthetic library of --videos N built once under --cache, measured "
-                        "whole in a new process (JSON keys: see strived.evaluation.scale.KEYS)")
+                        "whole in a new process (JSON keys: see strived.evaluation.scale.KEYS); "
+                        "index FOLDER: the whole `strived index` command on FOLDER in a new process "
+                        "(JSON keys: see strived.evaluation.bench_index.KEYS)")
+    p.add_argument("folder", nargs="?", default=None, help="index: the folder of videos to index")
+    p.add_argument("--workers", type=int, nargs="+", default=[0],
+                   help="index: worker processes to measure, one run each (default 0 = automatic)")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="index: detector device")
     p.add_argument("--videos", type=int, nargs="+", default=[1000],
                    help="scale: library sizes to build and measure (default 1000)")
     p.add_argument("--cache", default=None,
@@ -35,6 +41,12 @@ def register(sub) -> None:
 def cmd_bench(args) -> int:
     if args.suite == "scale":
         return _cmd_scale(args)
+    if args.suite == "index":
+        return _cmd_index(args)
+    if args.folder is not None:
+        from ..errors import StrivedError
+
+        raise StrivedError("a folder is only taken by `strived bench index FOLDER`")
     from ..evaluation.bench_runner import parse_only, run_benchmarks
     from ..evaluation.ratios import format_bench
 
@@ -68,3 +80,22 @@ def _cmd_scale(args) -> int:
         Path(args.json_out).write_text(json.dumps(out, indent=2) + "\n")
         print(f"wrote {args.json_out}", file=sys.stderr)
     return 0
+
+
+def _cmd_index(args) -> int:
+    from ..errors import StrivedError
+    from ..evaluation import bench_index
+
+    if not args.folder:
+        raise StrivedError("usage: strived bench index FOLDER [--workers N ...] [--json OUT]")
+    echo = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+    rows = []
+    for w in args.workers:
+        r = bench_index.run(Path(args.folder), workers=w, device=args.device, echo=echo)
+        print(bench_index.format_row(r), flush=True)
+        rows.append(r)
+    if args.json_out:
+        out = rows[0] if len(rows) == 1 else {"runs": rows}
+        Path(args.json_out).write_text(json.dumps(out, indent=2) + "\n")
+        print(f"wrote {args.json_out}", file=sys.stderr)
+    return 0 if all(r["failed"] == 0 for r in rows) else 1

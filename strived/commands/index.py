@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 import time
-
+from pathlib import Path
 
 from ._common import default_library, positive_float
 
@@ -32,6 +31,12 @@ def register(subparsers) -> None:
                    help="CPUs each video's perception task asks the cluster for (default 1)")
     p.add_argument("--ray-gpus", type=_gpus, default=0.0,
                    help="GPUs (or a fraction) each task asks for, e.g. 0.25 to share a GPU by four (default 0)")
+    p.add_argument("--workers", type=int, default=0, metavar="N",
+                   help="perception processes on this machine, several videos in flight (default 0: one "
+                        "per CPU core, at most 8; 1: in this process)")
+    p.add_argument("--stats-json", default=None, metavar="PATH",
+                   help="write this run's figures (video seconds, wall seconds, per-stage seconds, workers, "
+                        "device) as JSON; `strived bench index` reads it")
     p.add_argument("--retry-failed", action="store_true", help="retry files that failed before")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -82,6 +87,21 @@ class _Bar:
         self.stream.flush()
 
 
+def _write_stats(path: str, rep, text_s: float, note: str | None) -> None:
+    """The figures of one run, for `strived bench index` (stage seconds are summed over workers)."""
+    import json
+    import os
+
+    from ..perception.detect import resolve_device
+
+    stats = {"videos": len(rep.indexed), "failed": len(rep.failed), "video_s": round(rep.video_s, 3),
+             "perception_wall_s": round(rep.elapsed_s, 3), "text_index_s": round(text_s, 3),
+             "stage_s": {k: round(v, 3) for k, v in sorted(rep.timings_s.items())},
+             "workers": rep.workers, "cpu_count": os.cpu_count(),
+             "device": rep.device or resolve_device("auto", "nanodet-g"), "text_index_note": note}
+    Path(path).write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
+
+
 def run(args) -> int:
     from ..errors import StrivedError
     from ..indexing.job import index_folder
@@ -107,13 +127,17 @@ def run(args) -> int:
     try:
         rep = index_folder(args.folder, lib, sample_fps=args.fps, detector=args.detector, device=args.device,
                            progress=bar, retry_failed=args.retry_failed, ray_address=args.ray,
-                           ray_cpus=args.ray_cpus, ray_gpus=args.ray_gpus)
+                           ray_cpus=args.ray_cpus, ray_gpus=args.ray_gpus, workers=args.workers)
+        t_text, note = time.perf_counter(), None
         if not rep.cancelled and len(lib):
             from ..engine import build_text_index
 
             note = build_text_index(lib)  # BM25 texts, dense index, rule features (incremental)
             if note:
                 print(f"note: {note}", file=sys.stderr)
+        text_s = time.perf_counter() - t_text
+        if args.stats_json:
+            _write_stats(args.stats_json, rep, text_s, note)
     except KeyboardInterrupt:
         if bar:
             bar.done()

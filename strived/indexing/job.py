@@ -14,6 +14,7 @@ from ..jobs import CancelFn, ProgressEvent, ProgressFn, check_cancel, report
 from ..perception.geometry import load_camera_config
 from ..perception.video import find_videos
 from . import state
+from .workers import perceive_in_workers, plan_workers
 
 
 @dataclass
@@ -45,6 +46,8 @@ class IndexReport:
     elapsed_s: float = 0.0
     video_s: float = 0.0
     timings_s: dict = field(default_factory=dict)
+    workers: int = 1   # perception processes used (0: a Ray cluster)
+    device: str | None = None   # where the detector ran ("cpu", "cuda"), as the records say
 
     @property
     def ok(self) -> bool:
@@ -170,7 +173,7 @@ def _perceive_local(items: list[IndexItem], cfg, detector, folder: Path, progres
 def index_folder(folder: str | os.PathLike, library, *, sample_fps: float = 10.0, detector=None,
                  device: str = "auto", config=None, progress: ProgressFn = None, cancel: CancelFn = None,
                  retry_failed: bool = False, ray_address: str | None = None,
-                 ray_cpus: float = 1.0, ray_gpus: float = 0.0) -> IndexReport:
+                 ray_cpus: float = 1.0, ray_gpus: float = 0.0, workers: int | None = None) -> IndexReport:
     """Index every video under ``folder`` into ``library`` (a ``strived.store.library.Library``).
 
     Incremental: files already indexed with the same size+mtime (or the same content hash) and the
@@ -181,6 +184,9 @@ def index_folder(folder: str | os.PathLike, library, *, sample_fps: float = 10.0
 
     ``detector``: a Detector instance, or a spec string (``nanodet-g``, ``yolov3-tiny``, ``onnx:PATH``, ``hf:DIR``).
     ``ray_address``: run per-video perception as Ray tasks on that cluster ('local' starts one).
+    ``workers``: perception processes on this machine (None or 0: one per core, at most
+    ``workers.MAX_AUTO_WORKERS``; 1: in this process). A caller's own detector instance runs in
+    this process.
     Returns an IndexReport; ``report.cancelled`` is True when ``cancel()`` stopped it.
     Raises FileNotFoundError for a missing folder, LibraryError when the library cannot be written.
     """
@@ -196,15 +202,21 @@ def index_folder(folder: str | os.PathLike, library, *, sample_fps: float = 10.0
     rep = IndexReport(str(folder))
     report(progress, "scan", 0, 0, item=str(folder), message="looking for videos")
     det_name = cfg.detector
-    if ray_address is None:
-        if detector is not None:  # a caller's own detector instance
-            det_name = (getattr(detector, "config", None) or {}).get("detector") or getattr(detector, "name", "custom")
-        detector = detector or make_detector(cfg.detector, cfg.device, **detector_options(cfg))
+    if ray_address is None and detector is not None:  # a caller's own detector instance
+        det_name = (getattr(detector, "config", None) or {}).get("detector") or getattr(detector, "name", "custom")
     # The device does not change the records; the detector and every perception setting do.
     cfg_key = state.config_key({**cfg.to_dict(), "device": None, "detector": det_name})
     todo = plan(folder, library, cfg_key, retry_failed=retry_failed, report_=rep)
     total = len(todo)
     report(progress, "videos", 0, total, message=f"{rep.found} found, {total} to index")
+
+    n_workers, threads = plan_workers(len(todo), workers)
+    in_pool = ray_address is None and n_workers > 1 and detector is None
+    if todo and ray_address is None and detector is None:
+        # a wrong spec or a missing model file is said once, before anything is marked; a pool's
+        # workers load their own copy (this one is only the check, on the CPU)
+        detector = make_detector(cfg.detector, "cpu" if in_pool else cfg.device, **detector_options(cfg))
+    rep.workers = 0 if ray_address is not None else (n_workers if in_pool else 1)
 
     for item in todo:  # mark as running first: a killed run leaves 'running' rows to redo
         state.mark_file(library, str(item.path.resolve()), video_id=item.video_id, fp=item.fp,
@@ -214,6 +226,10 @@ def index_folder(folder: str | os.PathLike, library, *, sample_fps: float = 10.0
         from .ray_backend import perceive_with_ray
         results = perceive_with_ray(todo, cfg, ray_address, folder, cancel=cancel,
                                     cpus_per_task=ray_cpus, gpus_per_task=ray_gpus)
+    elif in_pool:
+        detector = None
+        results = perceive_in_workers(todo, cfg, folder, workers=n_workers, threads=threads,
+                                      progress=progress, cancel=cancel, videos_total=total)
     else:
         results = _perceive_local(todo, cfg, detector, folder, progress, cancel, 0, total)
 
@@ -243,6 +259,8 @@ def index_folder(folder: str | os.PathLike, library, *, sample_fps: float = 10.0
                                    thumbnail_size=res.thumbnail_size)
                 rep.indexed.append(item.video_id)
                 rep.video_s += res.duration_s
+                det_cfg = ((res.records.info.attrs or {}).get("perception") or {}).get("detector_config") or {}
+                rep.device = rep.device or det_cfg.get("device")
                 for k, v in res.timings_s.items():
                     rep.timings_s[k] = rep.timings_s.get(k, 0.0) + v
             done += 1

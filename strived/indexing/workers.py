@@ -1,0 +1,212 @@
+"""Several videos in flight on one machine: a pool of perception worker processes.
+
+Each worker process loads the detector once and perceives whole videos with ``threads`` CPU
+threads of its own (OpenCV, onnxruntime, torch); this process receives the finished records and
+writes them (SQLite is written from one process only). On 2 cores, two single-threaded workers
+index the bench-dev videos about 1.4x faster than one process using both cores, because ego
+motion, tracking and decoding are largely serial; on a GPU workstation every worker sends its
+frames to the same GPU (one CUDA context each, about 0.5 GB of GPU memory per worker) while the
+CPU-side stages run on all cores.
+
+A worker that dies (out of memory, a crash in a native library) fails the video it held and only
+that one: the pool is rebuilt and the remaining videos go on, one at a time, so a video that kills
+its worker again is named and not retried in a loop.
+"""
+
+from __future__ import annotations
+
+import os
+import queue as _queue
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from pathlib import Path
+from typing import Iterator
+
+from ..errors import Cancelled, StrivedError
+from ..jobs import CancelFn, ProgressEvent, ProgressFn, report
+
+POLL_S = 0.2
+#: the most worker processes ``auto`` starts (each holds a detector and, on a GPU, a CUDA context)
+MAX_AUTO_WORKERS = 8
+
+_state: dict = {}
+
+
+def plan_workers(n_videos: int, requested: int | None, cpus: int | None = None) -> tuple[int, int]:
+    """(worker processes, CPU threads each) for ``n_videos`` videos. ``requested`` None or 0:
+    automatic, one single-threaded worker per core up to ``MAX_AUTO_WORKERS`` and never more than
+    the videos; a number: that many workers, the cores shared among them."""
+    cpus = max(1, cpus or os.cpu_count() or 1)
+    if requested and requested > 0:
+        n = int(requested)
+    else:
+        n = min(cpus, MAX_AUTO_WORKERS)
+    n = max(1, min(n, max(1, n_videos)))
+    return n, max(1, cpus // n)
+
+
+def _init_worker(cfg_dict: dict, threads: int, progress_q) -> None:
+    # Every threaded library in the worker gets ``threads``: without this, each of 16 workers ran
+    # BLAS and OpenMP with 16 threads (256 on 16 cores) and ego motion took 5x as long per frame.
+    for var in ("STRIVED_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(threads)   # libraries loaded from here on read these
+    import cv2
+    from threadpoolctl import threadpool_limits
+
+    cv2.setNumThreads(threads)
+    limits = threadpool_limits(limits=threads)   # the BLAS / OpenMP pools already loaded
+    _state.update(cfg=cfg_dict, progress=progress_q, detector=None, limits=limits)
+
+
+def _perceive_in_worker(path: str, video_id: str, camera_config, root: str):
+    """Runs in a worker: one video's ``PerceptionResult``, or the exception it raised."""
+    from ..perception.detect import make_detector
+    from ..perception.pipeline import PerceptionConfig, detector_options, perceive_video
+
+    fields = {k: v for k, v in _state["cfg"].items() if k in PerceptionConfig.__dataclass_fields__}
+    cfg = PerceptionConfig(**fields)
+    q = _state["progress"]
+
+    def progress(ev: ProgressEvent) -> None:
+        try:
+            q.put_nowait((video_id, ev.done, ev.total))
+        except Exception:  # a full or closed queue never stops the work
+            pass
+
+    try:
+        if _state["detector"] is None:
+            _state["detector"] = make_detector(cfg.detector, cfg.device, **detector_options(cfg))
+            if "torch" in __import__("sys").modules:   # the CUDA runtime's CPU-side ops
+                import torch
+
+                torch.set_num_threads(int(os.environ["STRIVED_THREADS"]))
+        return perceive_video(path, video_id=video_id, config=cfg, detector=_state["detector"],
+                              camera_config=camera_config, root=root, progress=progress)
+    except Exception as e:  # returned, not raised: the driver records it per file
+        if isinstance(e, StrivedError):
+            return e
+        return StrivedError(f"internal error: {type(e).__name__}: {e}")
+
+
+def _pool(n: int, cfg_dict: dict, threads: int, progress_q):
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    # spawn, not fork: the parent may hold threads (Qt, torch) that a forked child would inherit
+    # in an unknown state
+    return ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn"),
+                               initializer=_init_worker, initargs=(cfg_dict, threads, progress_q))
+
+
+def _kill(pool) -> None:
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        try:
+            p.kill()
+        except Exception:
+            pass
+    for p in procs:
+        try:
+            p.join(timeout=5)
+        except Exception:
+            pass
+
+
+def _size(item) -> int:
+    try:
+        return Path(item.path).stat().st_size
+    except OSError:
+        return 0
+
+
+def _drain(progress_q, frames: dict) -> None:
+    """Move the workers' progress messages into ``frames`` (video id -> (done, total))."""
+    while True:
+        try:
+            vid, done, tot = progress_q.get_nowait()
+        except (_queue.Empty, OSError, ValueError):
+            return
+        frames[vid] = (done, tot)
+
+
+def perceive_in_workers(items: list, cfg, root: Path, *, workers: int, threads: int,
+                        progress: ProgressFn = None, cancel: CancelFn = None,
+                        videos_total: int | None = None, work=None) -> Iterator[tuple[object, object]]:
+    """Perceive ``items`` (``IndexItem``) in ``workers`` processes; yield (item, PerceptionResult |
+    Exception) as videos finish. Frame progress is one "frames" event summed over the videos in
+    flight. ``cancel()`` is polled every ``POLL_S``: the workers are stopped at once (the next run
+    redoes their videos) and ``Cancelled`` is raised. ``work``: what a worker runs per video (a
+    module-level function like ``_perceive_in_worker``; tests pass one that crashes)."""
+    import multiprocessing as mp
+    from concurrent.futures.process import BrokenProcessPool
+
+    if not items:
+        return
+    progress_q = mp.get_context("spawn").Queue(maxsize=1000)
+    cfg_dict = cfg.to_dict()
+    total = videos_total if videos_total is not None else len(items)
+
+    todo = sorted(items, key=_size, reverse=True)  # longest first: no worker left alone with a long one at the end
+    n_done = 0
+    frames: dict[str, tuple[int, int]] = {}
+    one_at_a_time = False
+
+    def drain() -> None:
+        _drain(progress_q, frames)
+        if frames:
+            done = sum(d for d, _ in frames.values())
+            tot = sum(t for _, t in frames.values())
+            report(progress, "frames", done, max(tot, done), item=f"{len(frames)} videos in flight",
+                   videos_done=n_done, videos_total=total)
+
+    try:
+        while todo:
+            n = 1 if one_at_a_time else workers
+            pool = _pool(n, cfg_dict, threads, progress_q)
+            running: dict[Future, object] = {}
+            broken = False
+            try:
+                while todo or running:
+                    # one queued per worker (no idle gap), except one at a time: then the video in
+                    # flight when the worker dies is the one that killed it
+                    while todo and len(running) < (2 * n if n > 1 else 1) and not broken:
+                        it = todo.pop(0)
+                        try:
+                            fut = pool.submit(work or _perceive_in_worker, str(Path(it.path)), it.video_id,
+                                              it.camera_config, str(root))
+                        except BrokenProcessPool:   # a worker died since the last result
+                            todo.insert(0, it)
+                            broken = True
+                            break
+                        running[fut] = it
+                    finished, _ = wait(list(running), timeout=POLL_S, return_when=FIRST_COMPLETED)
+                    drain()
+                    if cancel is not None and cancel():
+                        raise Cancelled()
+                    for fut in finished:
+                        it = running.pop(fut)
+                        try:
+                            res = fut.result()
+                        except BrokenProcessPool:
+                            if n > 1:   # which video killed it is not known: redo them one at a time
+                                todo.insert(0, it)
+                                broken = True
+                                continue
+                            res = StrivedError("the perception worker process died on this video (out of "
+                                               "memory, or a crash in a native library)")
+                        except Exception as e:  # e.g. a result that could not be sent back
+                            res = StrivedError(f"internal error: {type(e).__name__}: {e}")
+                        frames.pop(it.video_id, None)
+                        n_done += 1
+                        yield it, res
+                    if broken and (n > 1 or not running):
+                        for it in running.values():
+                            todo.insert(0, it)
+                        running.clear()
+                        one_at_a_time = True
+                        break
+            finally:
+                _kill(pool)
+    finally:
+        progress_q.close()
+        progress_q.join_thread()
