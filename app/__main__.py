@@ -10,6 +10,9 @@ import strived  # noqa: F401  (sets the dependencies' telemetry opt-outs before 
 
 
 def main(argv: list[str] | None = None) -> int:
+    import multiprocessing
+
+    multiprocessing.freeze_support()   # a frozen bundle's indexing worker processes start here
     t0 = time.perf_counter()
     p = argparse.ArgumentParser(prog="strived-app", description="STRIVE-D desktop app")
     p.add_argument("library", nargs="?", help="library folder to open")

@@ -9,39 +9,13 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDoubleSpinBox, QF
                                QFormLayout, QHBoxLayout, QLabel, QLineEdit, QProgressBar,
                                QPushButton, QVBoxLayout, QWidget)
 
+from strived.export import pad_rows
+
 from .workers import Worker
 
+__all__ = ["ExportDialog", "pad_rows"]
+
 MAX_LEAD_S = 60.0
-
-
-def pad_rows(rows: list[dict], lead_in_s: float, lead_out_s: float,
-             extents: dict[str, tuple] | None = None) -> list[dict]:
-    """Copies of ``rows`` (``strived.export.clip_rows``) whose clip starts ``lead_in_s`` before the
-    event and ends ``lead_out_s`` after it, kept inside the video (``extents``: video id ->
-    (n_frames, duration_s), either may be None: then only t >= 0 is enforced). The event's own
-    span is kept in ``event_start_s``/``event_end_s``; frames follow the times at the row's fps."""
-    lead_in_s, lead_out_s = max(0.0, float(lead_in_s)), max(0.0, float(lead_out_s))
-    out = []
-    for r in rows:
-        r = dict(r)
-        r["event_start_s"], r["event_end_s"] = r["start_s"], r["end_s"]
-        r["lead_in_s"], r["lead_out_s"] = lead_in_s, lead_out_s
-        n_frames, dur = (extents or {}).get(r["video_id"], (None, None))
-        fps = r.get("fps")
-        if dur is None and n_frames and fps:
-            dur = (int(n_frames) - 1) / float(fps)
-        t0 = max(0.0, float(r["start_s"]) - lead_in_s)
-        t1 = float(r["end_s"]) + lead_out_s
-        if dur is not None:
-            t1 = min(t1, float(dur))
-        r["start_s"], r["end_s"] = round(t0, 4), round(max(t0, t1), 4)
-        if fps:
-            f0, f1 = int(round(r["start_s"] * fps)), int(round(r["end_s"] * fps))
-            if n_frames:
-                f0, f1 = max(0, min(f0, n_frames - 1)), max(0, min(f1, n_frames - 1))
-            r["start_frame"], r["end_frame"] = f0, f1
-        out.append(r)
-    return out
 
 
 class ExportDialog(QDialog):

@@ -80,15 +80,7 @@ def user_rules(library) -> dict:
 # -- exports (the results table's "already exported" mark): stored per span by the store
 def video_extents(library, video_ids) -> dict[str, tuple]:
     """video id -> (n_frames, duration_s) (a lead-out must stay inside the video)."""
-    ids = list(dict.fromkeys(video_ids))
-    out: dict[str, tuple] = {}
-    for k in range(0, len(ids), 500):
-        part = ids[k:k + 500]
-        rows = library.conn.execute(
-            f"SELECT id, n_frames, duration_s FROM videos WHERE id IN ({','.join('?' * len(part))})",
-            part).fetchall()
-        out.update({r[0]: (r[1], r[2]) for r in rows})
-    return out
+    return library.video_extents(video_ids)
 
 
 def record_exports(library, entries: list[dict]) -> dict[str, list[dict]]:

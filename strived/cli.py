@@ -30,6 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import multiprocessing
+
+    multiprocessing.freeze_support()   # a frozen bundle's indexing worker processes start here
     from .commands.terminal import install
 
     install()          # no control sequence from data reaches the terminal

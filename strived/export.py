@@ -26,6 +26,7 @@ from .safepaths import output_path, safe_filename, unique_filename
 FORMATS = ("csv", "json", "fiftyone", "openlabel")
 CLIP_MODES = ("reencode", "copy")
 CSV_COLUMNS = ("rank", "video_id", "video_path", "start_s", "end_s", "start_frame", "end_frame",
+               "event_start_s", "event_end_s", "event_start_frame", "event_end_frame", "relevance",
                "fps", "score", "rule_score", "dense_score", "bm25_score", "rule_rank", "dense_rank",
                "bm25_rank", "event", "confidence", "mode", "relevant", "query", "library_version",
                "index_version", "clip_path")
@@ -64,7 +65,13 @@ def library_versions(library) -> dict:
 def clip_rows(response, library=None, *, video_ids: Iterable[str] | None = None,
               marks: dict[str, bool] | None = None) -> list[dict]:
     """One row per hit (in rank order; only ``video_ids`` when given) with everything an export
-    needs. Video fps/n_frames come from the library; a hit without a span exports the whole clip."""
+    needs. Video fps/n_frames come from the library; a hit without a span exports the whole clip.
+
+    ``start_s``/``end_s``/``start_frame``/``end_frame``: the clip that is cut (the event's span
+    here; ``pad_rows`` widens it by a lead-in/lead-out). ``event_*``: where the evidence is (None
+    when the hit has no span). ``relevance``: the calibrated probability that the video matches
+    the query (None when not estimated); ``score``: the fused reciprocal-rank value, which orders
+    the list but is no probability."""
     keep = None if video_ids is None else list(video_ids)
     vers = library_versions(library)
     match = dict(_get(response, "match", None) or {})
@@ -92,9 +99,13 @@ def clip_rows(response, library=None, *, video_ids: Iterable[str] | None = None,
         if f1 is not None and n_frames:
             f0, f1 = max(0, min(f0, n_frames - 1)), max(0, min(f1, n_frames - 1))
         per = dict(_get(h, "per_source", None) or {})
+        rel = _get(h, "relevance")
         row = {"rank": _get(h, "rank"), "video_id": vid,
                "video_path": _get(h, "path") or info.get("path"),
                "start_s": round(t0, 4), "end_s": round(t1, 4), "start_frame": f0, "end_frame": f1,
+               "event_start_s": round(t0, 4) if span else None, "event_end_s": round(t1, 4) if span else None,
+               "event_start_frame": f0 if span else None, "event_end_frame": f1 if span else None,
+               "relevance": None if rel is None else round(float(rel), 4),
                "fps": fps, "score": float(_get(h, "score", 0.0) or 0.0),
                "per_source": {s: dict(v or {}) for s, v in per.items()},
                "event": match.get("event"), "confidence": match.get("confidence"),
@@ -103,6 +114,38 @@ def clip_rows(response, library=None, *, video_ids: Iterable[str] | None = None,
                "query": _get(response, "query"), **vers}
         rows.append(row)
     return rows
+
+
+def pad_rows(rows: list[dict], lead_in_s: float, lead_out_s: float,
+             extents: dict[str, tuple] | None = None) -> list[dict]:
+    """Copies of ``rows`` (``clip_rows``) whose clip starts ``lead_in_s`` before the event and
+    ends ``lead_out_s`` after it, kept inside the video (``extents``: video id -> (n_frames,
+    duration_s), either may be None: then only t >= 0 is enforced). The event's own span stays in
+    the ``event_*`` fields; clip frames follow the clip times at the row's fps."""
+    lead_in_s, lead_out_s = max(0.0, float(lead_in_s)), max(0.0, float(lead_out_s))
+    out = []
+    for r in rows:
+        r = dict(r)
+        if "event_start_s" not in r:   # a row made before the event fields existed
+            r["event_start_s"], r["event_end_s"] = r["start_s"], r["end_s"]
+            r["event_start_frame"], r["event_end_frame"] = r.get("start_frame"), r.get("end_frame")
+        r["lead_in_s"], r["lead_out_s"] = lead_in_s, lead_out_s
+        n_frames, dur = (extents or {}).get(r["video_id"], (None, None))
+        fps = r.get("fps")
+        if dur is None and n_frames and fps:
+            dur = (int(n_frames) - 1) / float(fps)
+        t0 = max(0.0, float(r["start_s"]) - lead_in_s)
+        t1 = float(r["end_s"]) + lead_out_s
+        if dur is not None:
+            t1 = min(t1, float(dur))
+        r["start_s"], r["end_s"] = round(t0, 4), round(max(t0, t1), 4)
+        if fps:
+            f0, f1 = int(round(r["start_s"] * fps)), int(round(r["end_s"] * fps))
+            if n_frames:
+                f0, f1 = max(0, min(f0, n_frames - 1)), max(0, min(f1, n_frames - 1))
+            r["start_frame"], r["end_frame"] = f0, f1
+        out.append(r)
+    return out
 
 
 # ----------------------------------------------------------------------------- safe writing
@@ -211,19 +254,33 @@ def _json_default(o):
     return str(o)
 
 
+def _event_frames(r: dict) -> tuple[int | None, int | None]:
+    """The event's [first, last] frame of a row (rows made before the event fields: the clip's)."""
+    if "event_start_frame" in r:
+        return r.get("event_start_frame"), r.get("event_end_frame")
+    return r.get("start_frame"), r.get("end_frame")
+
+
 def to_fiftyone(rows: list[dict], label: str) -> tuple[str, str]:
     """FiftyOne ``FiftyOneTemporalDetectionDataset`` (export_media="manifest"): ``labels.json``
-    (``support`` = 1-based [first, last] frame numbers, as FiftyOne counts frames) and
-    ``data.json`` mapping each uuid to its video path. Returns (labels, data) texts."""
+    (``support`` = 1-based [first, last] frame numbers of the event, as FiftyOne counts frames;
+    ``clip_support`` those of the exported clip when it is padded) and ``data.json`` mapping each
+    uuid to its video path. ``confidence`` is the calibrated relevance, absent when it was not
+    estimated (the fused rank score is no confidence). Returns (labels, data) texts."""
     labels: dict[str, list] = {}
     data: dict[str, str] = {}
     for r in rows:
         uuid = r["video_id"]
-        det = {"label": label, "confidence": r["score"]}
-        if r.get("start_frame") is not None:
-            det["support"] = [r["start_frame"] + 1, r["end_frame"] + 1]
+        det: dict[str, Any] = {"label": label}
+        if r.get("relevance") is not None:
+            det["confidence"] = r["relevance"]
+        e0, e1 = _event_frames(r)
+        if e0 is not None:
+            det["support"] = [e0 + 1, e1 + 1]
+            if (r.get("start_frame"), r.get("end_frame")) != (e0, e1) and r.get("start_frame") is not None:
+                det["clip_support"] = [r["start_frame"] + 1, r["end_frame"] + 1]
         else:
-            det["timestamps"] = [r["start_s"], r["end_s"]]
+            det["timestamps"] = [r.get("event_start_s", r["start_s"]), r.get("event_end_s", r["end_s"])]
         labels.setdefault(uuid, []).append(det)
         if r.get("video_path"):
             data[uuid] = r["video_path"]
@@ -232,14 +289,20 @@ def to_fiftyone(rows: list[dict], label: str) -> tuple[str, str]:
 
 
 def to_openlabel(row: dict, label: str, context: dict) -> str:
-    """ASAM OpenLABEL 1.0 JSON for one video: one action with its frame interval."""
+    """ASAM OpenLABEL 1.0 JSON for one video: one action over the event's frames; the document's
+    frame intervals are the exported clip's. The action's numbers: ``relevance`` (calibrated
+    probability, when estimated) and ``rank``."""
     f0, f1 = row.get("start_frame"), row.get("end_frame")
+    e0, e1 = _event_frames(row)
+    num = [{"name": "rank", "val": row.get("rank")}]
+    if row.get("relevance") is not None:
+        num.insert(0, {"name": "relevance", "val": row["relevance"]})
     action: dict[str, Any] = {"name": label, "type": label,
-                              "action_data": {"num": [{"name": "score", "val": row["score"]}],
+                              "action_data": {"num": num,
                                               "text": [{"name": "query",
                                                         "val": str(context.get("query") or "")}]}}
-    if f0 is not None:
-        action["frame_intervals"] = [{"frame_start": f0, "frame_end": f1}]
+    if e0 is not None:
+        action["frame_intervals"] = [{"frame_start": e0, "frame_end": e1}]
     doc = {"openlabel": {
         "metadata": {"schema_version": "1.0.0", "annotator": "STRIVE-D",
                      "comment": f"search result rank {row.get('rank')}",

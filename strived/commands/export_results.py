@@ -20,12 +20,30 @@ def register(sub) -> None:
     p.add_argument("--clips", choices=("reencode", "copy"), default=None,
                    help="cut each clip: frame-accurate re-encode, or fast keyframe copy (ffmpeg)")
     p.add_argument("--rule", help="rule JSON file to use instead of the library's matcher")
+    p.add_argument("--lead-in", type=_lead, default=0.0, metavar="S",
+                   help="seconds of footage before each event in the clip (0-60; the event's own span "
+                        "stays in the event_* fields)")
+    p.add_argument("--lead-out", type=_lead, default=0.0, metavar="S", help="seconds after each event (0-60)")
     p.set_defaults(func=cmd_export_results)
+
+
+def _lead(text: str) -> float:
+    """argparse type: a lead-in/lead-out in seconds, 0 to 60."""
+    import argparse
+    import math
+
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, found {text!r}") from None
+    if not math.isfinite(v) or not 0.0 <= v <= 60.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 60 seconds, found {text}")
+    return v
 
 
 def cmd_export_results(args) -> int:
     from .. import engine
-    from ..export import clip_rows, export_results, library_versions
+    from ..export import clip_rows, export_results, library_versions, pad_rows
     from ..store import Library
 
     lib = Library.open(args.library)
@@ -33,6 +51,8 @@ def cmd_export_results(args) -> int:
         rule = load_json_file(args.rule, "rule file") if args.rule else None
         resp = engine.search(lib, args.query, rule=rule, top_k=args.top_k)
         rows = clip_rows(resp, lib)
+        if args.lead_in or args.lead_out:
+            rows = pad_rows(rows, args.lead_in, args.lead_out, lib.video_extents(r["video_id"] for r in rows))
         ctx = {"query": resp.query, "rule": resp.rule, "weights": resp.weights, "match": resp.match,
                "library": str(lib.folder), **library_versions(lib)}
         rep = export_results(rows, args.out_dir, formats=args.format or ["csv", "json"],

@@ -47,11 +47,9 @@ def _perceive_batch(batch: dict, cfg_json: str, root: str, cpus: float = 1.0) ->
     task uses as many threads as the CPUs it asked the cluster for."""
     import json
 
-    import cv2
+    from .workers import limit_threads
 
-    threads = max(1, int(cpus))
-    os.environ["STRIVED_THREADS"] = str(threads)
-    cv2.setNumThreads(threads)
+    limiter = limit_threads(max(1, int(cpus)))  # noqa: F841  (kept alive for this batch)
 
     cfg = json.loads(cfg_json)
     out = {"video_id": [], "result": [], "thumbnail": []}

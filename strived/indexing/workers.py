@@ -44,17 +44,22 @@ def plan_workers(n_videos: int, requested: int | None, cpus: int | None = None) 
     return n, max(1, cpus // n)
 
 
-def _init_worker(cfg_dict: dict, threads: int, progress_q) -> None:
-    # Every threaded library in the worker gets ``threads``: without this, each of 16 workers ran
-    # BLAS and OpenMP with 16 threads (256 on 16 cores) and ego motion took 5x as long per frame.
+def limit_threads(threads: int):
+    """Give every threaded library of this process ``threads`` threads: onnxruntime (through
+    ``STRIVED_THREADS``), OpenCV, BLAS and OpenMP (loaded or not yet). Without this, each of 16
+    workers on a 16-core machine ran BLAS with 16 threads (256 in all) and its ego-motion stage
+    took 1.7x as long per frame. Returns the threadpoolctl limiter (keep it alive)."""
     for var in ("STRIVED_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(threads)   # libraries loaded from here on read these
     import cv2
     from threadpoolctl import threadpool_limits
 
     cv2.setNumThreads(threads)
-    limits = threadpool_limits(limits=threads)   # the BLAS / OpenMP pools already loaded
-    _state.update(cfg=cfg_dict, progress=progress_q, detector=None, limits=limits)
+    return threadpool_limits(limits=threads)   # the BLAS / OpenMP pools already loaded
+
+
+def _init_worker(cfg_dict: dict, threads: int, progress_q) -> None:
+    _state.update(cfg=cfg_dict, progress=progress_q, detector=None, limits=limit_threads(threads))
 
 
 def _perceive_in_worker(path: str, video_id: str, camera_config, root: str):
@@ -82,9 +87,10 @@ def _perceive_in_worker(path: str, video_id: str, camera_config, root: str):
         return perceive_video(path, video_id=video_id, config=cfg, detector=_state["detector"],
                               camera_config=camera_config, root=root, progress=progress)
     except Exception as e:  # returned, not raised: the driver records it per file
-        if isinstance(e, StrivedError):
-            return e
-        return StrivedError(f"internal error: {type(e).__name__}: {e}")
+        # as text: an exception class with its own constructor arguments cannot always be
+        # unpickled in the driver, and a failed unpickling breaks the whole pool
+        msg = str(e) if isinstance(e, StrivedError) else f"internal error: {type(e).__name__}: {e}"
+        return ("error", msg)
 
 
 def _pool(n: int, cfg_dict: dict, threads: int, progress_q):
@@ -187,6 +193,8 @@ def perceive_in_workers(items: list, cfg, root: Path, *, workers: int, threads: 
                         it = running.pop(fut)
                         try:
                             res = fut.result()
+                            if isinstance(res, tuple) and res[:1] == ("error",):
+                                res = StrivedError(res[1])
                         except BrokenProcessPool:
                             if n > 1:   # which video killed it is not known: redo them one at a time
                                 todo.insert(0, it)

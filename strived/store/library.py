@@ -445,6 +445,18 @@ class Library:
     def __len__(self) -> int:
         return self.conn.execute("SELECT COUNT(*) FROM videos").fetchone()[0]
 
+    def video_extents(self, video_ids) -> dict[str, tuple]:
+        """video id -> (n_frames, duration_s) (a clip's lead-out must stay inside its video)."""
+        ids = list(dict.fromkeys(video_ids))
+        out: dict[str, tuple] = {}
+        for k in range(0, len(ids), 500):
+            part = ids[k:k + 500]
+            rows = self.conn.execute(
+                f"SELECT id, n_frames, duration_s FROM videos WHERE id IN ({','.join('?' * len(part))})",
+                part).fetchall()
+            out.update({r[0]: (r[1], r[2]) for r in rows})
+        return out
+
     def list_videos(self) -> list[dict]:
         rows = self.conn.execute(
             "SELECT id, path, fps, n_frames, width, height, duration_s, source, n_tracks, attrs "

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from strived.errors import Cancelled
+from tests.faults.conftest import fast_embedder  # noqa: F401  (the fixture)
 from strived.export import (ExportError, cut_clip_reencode, export_results, fast_copy_available,
                             to_fiftyone, write_atomic)
 
@@ -155,3 +156,51 @@ def test_clips_use_the_best_codec_this_machine_has(tmp_path, monkeypatch):
     # forcing a codec is honoured
     monkeypatch.setenv("STRIVED_EXPORT_CODEC", "mp4v")
     assert ex.clip_codec() == "mp4v"
+
+
+def test_exports_carry_the_event_apart_from_the_padded_clip_and_relevance_as_confidence(tmp_path):
+    """The clip is padded by a lead-in/out; the event's own frames stay the event's in every
+    format, and the confidence written is the calibrated relevance (never the fused rank value)."""
+    from strived.export import pad_rows
+
+    rows = _rows(tmp_path / "v1.mp4")
+    rows[0].update(event_start_s=1.0, event_end_s=2.0, event_start_frame=10, event_end_frame=20, relevance=0.62)
+    rows[1].update(event_start_s=None, event_end_s=None, event_start_frame=None, event_end_frame=None,
+                   relevance=None)
+    padded = pad_rows(rows, 0.5, 0.5, {"v1": (40, 3.9), "rec_only": (31, 3.0)})
+    assert (padded[0]["start_frame"], padded[0]["end_frame"]) == (5, 25)
+    assert (padded[0]["event_start_frame"], padded[0]["event_end_frame"]) == (10, 20)
+    out = tmp_path / "out"
+    export_results(padded, out, formats=["csv", "fiftyone", "openlabel"], context={"query": "q"})
+    c = list(csv.DictReader(open(out / "clips.csv")))
+    assert (c[0]["start_frame"], c[0]["end_frame"], c[0]["event_start_frame"], c[0]["event_end_frame"]) == \
+        ("5", "25", "10", "20")
+    assert c[0]["relevance"] == "0.62" and c[1]["relevance"] == "" and c[1]["event_start_s"] == ""
+    fo = json.load(open(out / "fiftyone" / "labels.json"))["labels"]
+    assert fo["v1"][0] == {"label": "match", "confidence": 0.62, "support": [11, 21], "clip_support": [6, 26]}
+    assert "confidence" not in fo["rec_only"][0]          # not estimated: not written as a number
+    ol = json.load(open(out / "openlabel" / "v1.json"))["openlabel"]
+    assert ol["actions"]["0"]["frame_intervals"] == [{"frame_start": 10, "frame_end": 20}]
+    assert ol["frame_intervals"] == [{"frame_start": 5, "frame_end": 25}]
+    nums = {n["name"]: n["val"] for n in ol["actions"]["0"]["action_data"]["num"]}
+    assert nums == {"relevance": 0.62, "rank": 1}
+
+
+def test_cli_lead_in_and_out_widen_the_clip_not_the_event(tmp_path, fast_embedder):  # noqa: F811
+    from strived.cli import main
+    from strived.store import Library
+    from tests.faults.conftest import synth_records
+
+    lib_dir = tmp_path / "lib"
+    with Library.open(lib_dir, create=True) as lib:
+        lib.add_videos(synth_records(3))
+    out = tmp_path / "out"
+    assert main(["export-results", "a car cuts in", str(out), "--library", str(lib_dir), "--format", "csv",
+                 "--lead-in", "1.5", "--lead-out", "1"]) == 0
+    rows = [r for r in csv.DictReader(open(out / "clips.csv")) if r["event_start_s"]]
+    assert rows
+    for r in rows:
+        assert float(r["start_s"]) == pytest.approx(max(0.0, float(r["event_start_s"]) - 1.5), abs=1e-3)
+        assert float(r["end_s"]) >= float(r["event_end_s"])
+    with pytest.raises(SystemExit):
+        main(["export-results", "car", str(out), "--library", str(lib_dir), "--lead-in", "-1"])
