@@ -49,6 +49,9 @@ OTHERS = [
      "in _internal/PySide6; Qt source: https://download.qt.io/official_releases/qt/)"),
     ("FFmpeg libraries inside opencv-python-headless", "LGPL-2.1-or-later (see opencv's "
      "LICENSE-3RD-PARTY.txt)"),
+    ("FFmpeg with libx264 inside the PyAV (av) wheel, used to write H.264 export clips",
+     "GPL-2.0-or-later for that FFmpeg build (x264 is GPL); PyAV itself BSD-3-Clause. Dynamically "
+     "loaded from _internal/av.libs; a build without PyAV writes MPEG-4 Part 2 clips through OpenCV"),
     ("GNU runtime libraries (libgomp, libgfortran, libquadmath, inside the numpy/scipy/torch/"
      "scikit-learn wheels)", "GPL-3.0 with the GCC Runtime Library Exception"),
 ]

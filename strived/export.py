@@ -324,50 +324,20 @@ def fast_copy_available() -> str | None:
     return shutil.which("ffmpeg")
 
 
-#: Codecs tried for re-encoded clips, best first: H.264 when the platform's OpenCV/FFmpeg has an
-#: H.264 encoder (OpenH264, libx264, a hardware one), else MPEG-4 Part 2, which every build has.
-CLIP_CODECS = ("avc1", "mp4v")
-_CODEC: list[str] = []
-
-
 def clip_codec() -> str:
-    """The FourCC re-encoded clips are written with on this machine (probed once per process;
-    ``STRIVED_EXPORT_CODEC`` forces one)."""
-    forced = os.environ.get("STRIVED_EXPORT_CODEC")
-    if forced:
-        return forced
-    if not _CODEC:
-        import tempfile
+    """What re-encoded clips are written with here (``libx264`` through PyAV, or an OpenCV FourCC)."""
+    from .clipwriter import clip_codec as _codec
 
-        import cv2
-
-        chosen = CLIP_CODECS[-1]
-        with tempfile.TemporaryDirectory() as d:
-            for c in CLIP_CODECS[:-1]:
-                # a missing encoder makes FFmpeg print errors on the C stderr: keep the probe quiet
-                saved = os.dup(2)
-                try:
-                    with open(os.devnull, "w") as null:
-                        os.dup2(null.fileno(), 2)
-                        w = cv2.VideoWriter(os.path.join(d, f"probe_{c}.mp4"), cv2.VideoWriter_fourcc(*c),
-                                            10.0, (64, 48))
-                        ok = w.isOpened()
-                        w.release()
-                finally:
-                    os.dup2(saved, 2)
-                    os.close(saved)
-                if ok:
-                    chosen = c
-                    break
-        _CODEC.append(chosen)
-    return _CODEC[0]
+    return _codec()
 
 
 def cut_clip_reencode(src: str, dst: Path, f0: int, f1: int, cancel: CancelFn = None,
                       on_frame: Callable[[int], None] | None = None) -> str:
-    """Frames f0..f1 (inclusive, 0-based) of ``src`` re-encoded to ``dst`` (H.264 when this
-    machine has an encoder for it, else MPEG-4 Part 2: `clip_codec`): frame-accurate."""
+    """Frames f0..f1 (inclusive, 0-based) of ``src`` re-encoded to ``dst`` (H.264 through PyAV,
+    else what OpenCV can write: `strived.clipwriter`): frame-accurate."""
     import cv2
+
+    from .clipwriter import open_writer
 
     cap = cv2.VideoCapture(str(src))
     if not cap.isOpened():
@@ -380,7 +350,12 @@ def cut_clip_reencode(src: str, dst: Path, f0: int, f1: int, cancel: CancelFn = 
     except OSError as e:
         cap.release()
         raise _os_error(e, dst) from None
-    writer = cv2.VideoWriter(str(tmp), cv2.VideoWriter_fourcc(*clip_codec()), fps, (w, h))
+    try:
+        writer = open_writer(tmp, fps, w, h)
+    except OSError as e:
+        cap.release()
+        _unlink(tmp)
+        raise _os_error(e, dst) from None
     try:
         if not writer.isOpened():
             raise ExportError(f"cannot write {dst} (is the folder writable?)", str(dst))

@@ -13,7 +13,7 @@ with track records only; ``all``; the same split as ``strived eval --items``):
   copied.
 * video: every decoded frame flipped with ``cv2.flip(frame, 1)``, written at the same frame rate
   and size as an ``.mp4`` (H.264 ``avc1`` when OpenCV can encode it here, else MPEG-4 ``mp4v``:
-  `strived.export.clip_codec`), under the same sub-folder as the original, to a temporary name
+  `strived.clipwriter.cv_codec`), under the same sub-folder as the original, to a temporary name
   renamed on success. Audio, container metadata and embedded telemetry (GoPro GPMF) are not
   carried over; telemetry side files (NMEA/GPX) are not copied either (a mirrored drive no longer
   matches its GPS track). The frames are re-encoded, so the mirror is a little more compressed
@@ -324,7 +324,7 @@ def mirror_benchmark(src_folder, out_folder, *, items: str = "video", progress: 
     return ``out_folder``. The folder appears whole or not at all (it is built beside it and
     renamed); an earlier mirror there is replaced only with ``overwrite``. What was skipped and
     why is in the manifest's ``mirror`` key and in ``progress`` messages."""
-    from ..export import clip_codec
+    from ..clipwriter import cv_codec
 
     t0 = time.perf_counter()
     if items not in ITEM_KINDS:
@@ -344,7 +344,7 @@ def mirror_benchmark(src_folder, out_folder, *, items: str = "video", progress: 
     if clash:
         raise BenchmarkError(f"mirrored ids would repeat source ids: {clash[:5]}")
 
-    codec = clip_codec() if any(it.video is not None for it in chosen) else None
+    codec = cv_codec() if any(it.video is not None for it in chosen) else None
     out.parent.mkdir(parents=True, exist_ok=True)
     work = out.parent / f".{out.name}.partial-{os.getpid()}"
     if work.exists():

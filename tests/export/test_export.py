@@ -126,24 +126,23 @@ def test_write_atomic_and_fiftyone_timestamps(tmp_path):
     assert json.loads(data) == {"v": "/v.mp4"}
 
 
-def test_clips_use_the_best_codec_this_machine_has(tmp_path, monkeypatch):
-    """H.264 when OpenCV can open an H.264 writer here, else MPEG-4 Part 2; the written clip says
-    which (its FourCC) and still decodes frame-exactly."""
+def test_clips_are_h264_through_pyav_and_frame_exact(tmp_path, monkeypatch):
+    """PyAV's wheels ship FFmpeg with libx264: re-encoded clips are H.264 (not MPEG-4 Part 2,
+    which many tools reject) on every machine, and still decode frame-exactly."""
     import cv2
 
+    import strived.clipwriter as cw
     import strived.export as ex
 
-    probe = cv2.VideoWriter(str(tmp_path / "p.mp4"), cv2.VideoWriter_fourcc(*"avc1"), 10.0, (64, 48))
-    h264 = probe.isOpened()
-    probe.release()
-    monkeypatch.setattr(ex, "_CODEC", [])
+    monkeypatch.setattr(cw, "_CHOSEN", [])
     monkeypatch.delenv("STRIVED_EXPORT_CODEC", raising=False)
-    assert ex.clip_codec() == ("avc1" if h264 else "mp4v")
+    assert ex.clip_codec() == "libx264"
     src = tmp_path / "src.mp4"
     _clip(src)
     out = cut_clip_reencode(str(src), tmp_path / "c.mp4", 5, 14)
     cap = cv2.VideoCapture(out)
     fourcc = int(cap.get(cv2.CAP_PROP_FOURCC)).to_bytes(4, "little").decode("ascii", "replace").lower()
+    fps = cap.get(cv2.CAP_PROP_FPS)
     codes = []
     while True:
         ok, f = cap.read()
@@ -151,11 +150,15 @@ def test_clips_use_the_best_codec_this_machine_has(tmp_path, monkeypatch):
             break
         codes.append(_code(f))
     cap.release()
-    assert codes == list(range(5, 15))
-    assert fourcc in (("avc1", "h264") if h264 else ("mp4v", "fmp4"))   # FFmpeg names MPEG-4 Part 2 FMP4
-    # forcing a codec is honoured
+    assert codes == list(range(5, 15)) and fourcc in ("avc1", "h264") and fps == pytest.approx(10.0)
+    # forcing an OpenCV codec is honoured (the stated fallback where PyAV is missing)
     monkeypatch.setenv("STRIVED_EXPORT_CODEC", "mp4v")
     assert ex.clip_codec() == "mp4v"
+    out2 = cut_clip_reencode(str(src), tmp_path / "d.mp4", 5, 14)
+    cap = cv2.VideoCapture(out2)
+    fourcc = int(cap.get(cv2.CAP_PROP_FOURCC)).to_bytes(4, "little").decode("ascii", "replace").lower()
+    cap.release()
+    assert fourcc in ("mp4v", "fmp4")   # FFmpeg names MPEG-4 Part 2 FMP4
 
 
 def test_exports_carry_the_event_apart_from_the_padded_clip_and_relevance_as_confidence(tmp_path):
