@@ -110,7 +110,9 @@ class IndexPanel(QWidget):
             n = int(extra.get("videos_total", extra.get("total_videos", 0)) or 0)
             if n > 0:
                 k = int(extra.get("videos_done", extra.get("done_videos", 0)) or 0)
-                self._set_overall(k, n, min(1.0, (k + frac) / n))
+                # several videos in flight (index workers): their fractions together
+                prog = float(extra.get("videos_progress", k + frac))
+                self._set_overall(k, n, min(1.0, prog / n))
         elif stage in ("texts", "dense", "features"):
             what = {"texts": "scene descriptions", "dense": "description embeddings",
                     "features": "rule features"}[stage]

@@ -1,8 +1,8 @@
 """Table model of a search's ranked hits (testable without a window).
 
 Columns: thumbnail, file, whether it was already exported, event span, relevance (the calibrated probability that the result
-matches, ``strived.retrieval.relevance``), each source's evidence (rule: percentile and rank among
-the videos it judged; dense: cosine and rank; BM25: rank), the matched library event with its two
+matches, ``strived.retrieval.relevance``), each source's evidence (rule: its absolute score and rank
+among the videos it judged; dense: cosine and rank; BM25: rank), the matched library event with its two
 calibrated probabilities, reused/adapted, the user's relevance mark. Every number shown means what
 its label says; the fused RRF score (a rank sum, not a probability) is only in the tooltip.
 """
@@ -69,10 +69,15 @@ def relevance_tip(p) -> str:
             "result shows what you asked for (calibrated on marked searches).")
 
 
+#: a percentile among fewer judged videos than this is not shown (p100 of 1 video says nothing)
+MIN_PERCENTILE_N = 20
+
+
 def evidence_cell(ps: dict, source: str) -> str:
-    """One source's evidence for a hit: rule ``p97 · 3/240``, dense ``cos 0.61 · 2/240``, BM25
-    ``2/57``; ``n/a`` when the rule could not evaluate the video, ``–`` when the source did not
-    rank it."""
+    """One source's evidence for a hit: rule ``0.93 · 3/240`` (the absolute rule score: a
+    percentile over a few judged videos made a weak 0.07 look maximal), dense ``cos 0.61 · 2/240``,
+    BM25 ``2/57``; ``n/a`` when the rule could not evaluate the video, ``–`` when the source did
+    not rank it."""
     if ps.get("status") == "cannot evaluate":
         return "n/a"
     rank = ps.get("rank")
@@ -83,8 +88,8 @@ def evidence_cell(ps: dict, source: str) -> str:
     tie = ps.get("tie") if source == "rule" else None
     if tie:   # videos sharing one rule score have no order among them
         pos = f"={tie['first']}/{of} ({tie['size']} tied)" if of else f"={tie['first']} ({tie['size']} tied)"
-    if source == "rule" and ps.get("percentile") is not None:
-        return f"p{100 * float(ps['percentile']):.0f} · {pos}"
+    if source == "rule" and ps.get("score") is not None:
+        return f"{float(ps['score']):.2f} · {pos}"
     if source == "dense" and ps.get("score") is not None:
         return f"cos {float(ps['score']):.2f} · {pos}"
     return pos
@@ -274,8 +279,8 @@ class ResultsModel(QAbstractTableModel):
             if role == Qt.ItemDataRole.ToolTipRole:
                 return {self.C_RELEVANCE: "Estimated probability that the result matches your "
                                           "query (calibrated; – when no model applies)",
-                        self.C_RULE: "Rule: percentile of the rule score among the videos the "
-                                     "rule judged · rank/number it ranked (n/a: fields missing)",
+                        self.C_RULE: "Rule: the rule score (0 = conditions not met, 1 = fully met) · "
+                                     "rank/number of videos it ranked (n/a: fields missing)",
                         self.C_DENSE: "Description search: cosine similarity to the query · "
                                       "rank/number it ranked",
                         self.C_BM25: "Keyword search (BM25): rank/number of videos it ranked",
@@ -333,11 +338,13 @@ class ResultsModel(QAbstractTableModel):
             return f"{t} did not rank this video" + (f" (it ranked {of})" if of else "")
         lines = [f"{t}: rank {rank}" + (f" of the {of} videos it ranked" if of else "")]
         if source == "rule":
-            if ps.get("percentile") is not None:
-                lines.append(f"scores at least as high as {100 * float(ps['percentile']):.0f}% of "
-                             "the videos the rule judged")
             if ps.get("score") is not None:
-                lines.append(f"rule score {float(ps['score']):.2f}")
+                best = f", best of {of} judged" if rank == 1 and of else ""
+                lines.append(f"rule score {float(ps['score']):.2f} (how fully the rule's conditions hold: "
+                             f"0 not at all, 1 fully){best}")
+            if ps.get("percentile") is not None and (of or 0) >= MIN_PERCENTILE_N:
+                lines.append(f"scores at least as high as {100 * float(ps['percentile']):.0f}% of "
+                             f"the {of} videos the rule judged")
         elif source == "dense" and ps.get("score") is not None:
             lines.append(f"cosine similarity to the query {float(ps['score']):.2f}")
         elif source == "bm25":

@@ -125,22 +125,26 @@ def _size(item) -> int:
         return 0
 
 
-def _drain(progress_q, frames: dict) -> None:
-    """Move the workers' progress messages into ``frames`` (video id -> (done, total))."""
+def _drain(progress_q, frames: dict) -> list[str]:
+    """Move the workers' progress messages into ``frames`` (video id -> (done, total)); returns
+    the ids that moved."""
+    fresh: list[str] = []
     while True:
         try:
             vid, done, tot = progress_q.get_nowait()
         except (_queue.Empty, OSError, ValueError):
-            return
+            return fresh
         frames[vid] = (done, tot)
+        if vid not in fresh:
+            fresh.append(vid)
 
 
 def perceive_in_workers(items: list, cfg, root: Path, *, workers: int, threads: int,
                         progress: ProgressFn = None, cancel: CancelFn = None,
                         videos_total: int | None = None, work=None) -> Iterator[tuple[object, object]]:
     """Perceive ``items`` (``IndexItem``) in ``workers`` processes; yield (item, PerceptionResult |
-    Exception) as videos finish. Frame progress is one "frames" event summed over the videos in
-    flight. ``cancel()`` is polled every ``POLL_S``: the workers are stopped at once (the next run
+    Exception) as videos finish. Frame progress: one "frames" event per video that
+    moved (item = its path). ``cancel()`` is polled every ``POLL_S``: the workers are stopped at once (the next run
     redoes their videos) and ``Cancelled`` is raised. ``work``: what a worker runs per video (a
     module-level function like ``_perceive_in_worker``; tests pass one that crashes)."""
     import multiprocessing as mp
@@ -157,13 +161,17 @@ def perceive_in_workers(items: list, cfg, root: Path, *, workers: int, threads: 
     frames: dict[str, tuple[int, int]] = {}
     one_at_a_time = False
 
+    paths = {it.video_id: str(it.path) for it in items}
+
     def drain() -> None:
-        _drain(progress_q, frames)
-        if frames:
-            done = sum(d for d, _ in frames.values())
-            tot = sum(t for _, t in frames.values())
-            report(progress, "frames", done, max(tot, done), item=f"{len(frames)} videos in flight",
-                   videos_done=n_done, videos_total=total)
+        fresh = _drain(progress_q, frames)
+        # one event per video that moved, as one process reports it (a list of videos shows each
+        # in flight); ``videos_progress``: finished videos plus the in-flight ones' fractions
+        overall = n_done + sum(d / t for d, t in frames.values() if t)
+        for vid in fresh:
+            done, tot = frames[vid]
+            report(progress, "frames", done, max(tot, done), item=paths.get(vid, vid), videos_done=n_done,
+                   videos_total=total, videos_progress=round(overall, 4))
 
     try:
         while todo:

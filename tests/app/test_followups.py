@@ -25,7 +25,7 @@ def test_results_table_shows_relevance_and_each_sources_evidence(qtbot, window, 
     head = lambda c, role=Qt.ItemDataRole.DisplayRole: m.headerData(c, Qt.Orientation.Horizontal, role)  # noqa: E731
     assert head(m.C_RELEVANCE) == "Relevance" and "Score" not in [head(c) for c in range(m.columnCount())]
     assert "probability" in head(m.C_RELEVANCE, Qt.ItemDataRole.ToolTipRole)
-    assert "percentile" in head(m.C_RULE, Qt.ItemDataRole.ToolTipRole)
+    assert "rule score" in head(m.C_RULE, Qt.ItemDataRole.ToolTipRole)
     assert "cosine" in head(m.C_DENSE, Qt.ItemDataRole.ToolTipRole)
     for r, h in enumerate(resp.hits):
         rel = h.relevance
@@ -35,7 +35,7 @@ def test_results_table_shows_relevance_and_each_sources_evidence(qtbot, window, 
         if ps.get("rank") and ps.get("status") != "cannot evaluate":
             pos = (f"={ps['tie']['first']}/{ps['of']} ({ps['tie']['size']} tied)" if ps.get("tie")
                    else f"{ps['rank']}/{ps['of']}")     # a tie is shown as one, not as a position
-            assert d(r, m.C_RULE) == f"p{100 * ps['percentile']:.0f} · {pos}"
+            assert d(r, m.C_RULE) == f"{ps['score']:.2f} · {pos}"   # the absolute score, not a percentile
         ps = h.per_source.get("dense") or {}
         if ps.get("rank"):
             assert d(r, m.C_DENSE) == f"cos {ps['score']:.2f} · {ps['rank']}/{ps['of']}"
@@ -271,7 +271,9 @@ def test_a_saved_search_reopens_with_its_relevance_and_evidence(tmp_path):
     m = ResultsModel()
     m.set_response(back)
     assert back.hits[0].relevance == 0.64 and m.data(m.index(0, m.C_RELEVANCE)) == "64%"
-    assert m.data(m.index(0, m.C_RULE)) == "p100 · 1/9"
+    assert m.data(m.index(0, m.C_RULE)) == "0.70 · 1/9"
+    tip = m.data(m.index(0, m.C_RULE), Qt.ItemDataRole.ToolTipRole)
+    assert "rule score 0.70" in tip and "best of 9 judged" in tip and "%" not in tip   # 9 judged: no percentile
     assert m.data(m.index(0, m.C_EVENT)) == "cut_in · event 90% · rule as is 20%"
 
 

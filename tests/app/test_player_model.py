@@ -109,10 +109,11 @@ def test_results_model_columns():
     assert d(0, m.C_EVENT) == "cut_in · event 97% · rule as is 82%" and d(0, m.C_MODE) == "reused"
     assert "event you asked for" in tip(0, m.C_EVENT) and "τ = 0.6" in tip(0, m.C_EVENT)
     # each source's evidence: rule percentile and rank, dense cosine and rank, BM25 did not rank it
-    assert d(0, m.C_RULE) == "p100 · 1/240" and d(0, m.C_DENSE) == "cos 0.40 · 3/240"
+    assert d(0, m.C_RULE) == "0.90 · 1/240" and d(0, m.C_DENSE) == "cos 0.40 · 3/240"
     assert d(0, m.C_BM25) == "–" and "did not rank" in tip(0, m.C_BM25)
     assert "rule score 0.90" in tip(0, m.C_RULE) and "cosine similarity to the query 0.40" in tip(0, m.C_DENSE)
-    assert d(2, m.C_RULE) == "p100 · =1/240 (20 tied)"   # a tie has no order: not "14/240"
+    assert d(2, m.C_RULE) == "1.00 · =1/240 (20 tied)"   # a tie has no order: not "14/240"
+    assert "of the 240 videos the rule judged" in tip(2, m.C_RULE)      # enough judged: the percentile too
     assert d(1, m.C_MARK) == "N" and d(0, m.C_MARK) == ""
     m.set_mark(0, True)
     assert d(0, m.C_MARK) == "R"

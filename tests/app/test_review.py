@@ -112,8 +112,8 @@ def test_one_source_shows_its_own_score_and_no_cli_advice(qtbot, window, rules_o
     ps = top.per_source["rule"]
     cell = m.data(m.index(0, m.C_RULE))
     # not "2 % #1" for a 0.79 score; both clips score the same here, so the cell says it is a tie
-    want = f"p100 · ={ps['tie']['first']}/{ps['of']} ({ps['tie']['size']} tied)" if ps.get("tie") \
-        else f"p100 · 1/{ps['of']}"
+    want = f"{ps['score']:.2f} · ={ps['tie']['first']}/{ps['of']} ({ps['tie']['size']} tied)" if ps.get("tie") \
+        else f"{ps['score']:.2f} · 1/{ps['of']}"
     assert cell == want and "%" not in cell
     assert top.relevance is None and m.data(m.index(0, m.C_RELEVANCE)) == "–"   # no fused score
     tip = m.data(m.index(0, m.C_RULE), Qt.ItemDataRole.ToolTipRole)
