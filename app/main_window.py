@@ -215,6 +215,15 @@ class ShortcutsDialog(QDialog):
         self.resize(560, 520)
 
 
+def _unknown_reason(hit) -> str | None:
+    """Why the rule could not judge ``hit``'s video ("speed not estimated for it"), or None."""
+    ps = (getattr(hit, "per_source", None) or {}).get("rule") or {}
+    if ps.get("status") != "cannot evaluate":
+        return None
+    fields = ", ".join(ps.get("missing_fields") or []) or "some fields"
+    return f"{fields} not estimated for it: unknown, not a non-match"
+
+
 class MainWindow(QMainWindow):
     """STRIVE-D's main window; ``library`` is the UI thread's Library (None until one is open)."""
 
@@ -980,8 +989,9 @@ class MainWindow(QMainWindow):
         if exp is not None:
             if getattr(exp, "ego", None) is not None and exp.ego not in exp.traces:
                 exp.traces = list(exp.traces) + [exp.ego]
+            unknown = _unknown_reason(hit)
             self.timeline.set_explanation(exp, title=os.path.basename(hit.path or hit.video_id),
-                                          cuts=(rec.info.attrs or {}).get("shot_cuts_s") or ())
+                                          cuts=(rec.info.attrs or {}).get("shot_cuts_s") or (), unknown=unknown)
             if exp.peak_track is not None:
                 self.timeline.highlight_track(exp.peak_track)
                 self.player.highlight_track(exp.peak_track)
@@ -990,7 +1000,7 @@ class MainWindow(QMainWindow):
                 self.player.set_intervals(intervals)
             self.set_gate_witnesses(witnesses)
             steps, absent = sequence_parts(exp)
-            self.set_sequence_steps(steps, absent, self._is_sequence(hit))
+            self.set_sequence_steps(steps, absent, self._is_sequence(hit), unknown)
         else:
             self.timeline.clear("No rule for this search (dense/BM25 only): nothing to explain.")
         self.inspect_finished.emit(hit.video_id)
@@ -1024,14 +1034,14 @@ class MainWindow(QMainWindow):
         return bool(isinstance(rule, dict) and rule.get("sequence"))
 
     def set_sequence_steps(self, steps: list[dict], absent: list[dict],
-                           is_sequence: bool = False) -> None:
+                           is_sequence: bool = False, unknown: str | None = None) -> None:
         """A sequence rule's realised steps and negations beside the gates list (hidden for a
         single-pattern rule); a click on one selects its track and goes to its span."""
         self.sequence_steps, self.sequence_absent = list(steps), list(absent)
         sl = self.steps_list
         sl.clear()
         for k, st in enumerate(steps):
-            it = QListWidgetItem(step_text(st))
+            it = QListWidgetItem(step_text(st, steps[k - 1] if k else None))
             it.setData(Qt.ItemDataRole.UserRole, k)
             it.setToolTip(f"anchor {float(st['anchor_s']):.1f} s · the step's own score "
                           f"{float(st['score']):.2f}. Click: select this "
@@ -1046,7 +1056,8 @@ class MainWindow(QMainWindow):
                           (" and select the offender" if ab.get("track") is not None else ""))
             sl.addItem(it)
         if is_sequence and not steps:
-            it = QListWidgetItem("no assignment of the steps holds in this video (rule score 0)")
+            it = QListWidgetItem(f"the rule cannot judge this video: {unknown}" if unknown else
+                                 "no assignment of the steps holds in this video (rule score 0)")
             it.setFlags(it.flags() & ~Qt.ItemFlag.ItemIsSelectable)
             sl.addItem(it)
         n = sl.count()

@@ -69,12 +69,17 @@ def unit_text(track, cls) -> str:
     return "ego" if tid < 0 else f"{cls or 'track'} #{tid}"
 
 
-def step_text(st: dict) -> str:
-    """One realised step of a sequence rule (``StepMatch.to_dict``):
-    "step 1 lead brakes: car #3 2.1–3.4 s"."""
-    a, b = st["span_s"]
-    return (f"step {int(st['step']) + 1} {st.get('name') or ''}: "
-            f"{unit_text(st.get('track'), st.get('cls'))} {float(a):.1f}–{float(b):.1f} s")
+def step_text(st: dict, prev: dict | None = None) -> str:
+    """One realised step of a sequence rule (``StepMatch.to_dict``), as measured:
+    "step 1 lead brakes: car #3 2.1–3.4 s (1.3 s)"; a step seen on one sample only says so
+    rather than "lasting 0 s", and one that begins before the previous step (``prev``) ends says
+    that too (the steps' anchors are ordered, their spans may overlap)."""
+    a, b = (float(v) for v in st["span_s"])
+    when = f"at {a:.1f} s (one sample)" if b - a < 0.05 else f"{a:.1f}–{b:.1f} s ({b - a:.1f} s)"
+    text = f"step {int(st['step']) + 1} {st.get('name') or ''}: {unit_text(st.get('track'), st.get('cls'))} {when}"
+    if prev is not None and a < float(prev["span_s"][1]) - 0.05:
+        text += f", begins before step {int(prev['step']) + 1} ends ({float(prev['span_s'][1]):.1f} s)"
+    return text
 
 
 def absent_text(ab: dict) -> str:
@@ -224,6 +229,9 @@ class TimelineWidget(QWidget):
         self.readout = QLabel("", self)
         self.readout.setObjectName("mono")
         self.readout.setWordWrap(True)
+        # a fixed two-line height: a readout that grew with its text moved the plots under the
+        # pointer (a click aimed at one step's band landed on the next)
+        self.readout.setFixedHeight(2 * self.readout.fontMetrics().lineSpacing() + 6)
         self.readout.setToolTip("Values at the mouse pointer (move over the plots)")
         self.others_check = QCheckBox("other tracks", self)
         self.others_check.setObjectName("timelineOthers")
@@ -328,10 +336,13 @@ class TimelineWidget(QWidget):
         self.track_list.clear()
         self._set_track_controls()
 
-    def set_explanation(self, explanation, title: str = "", cuts=()) -> None:
+    def set_explanation(self, explanation, title: str = "", cuts=(), unknown: str | None = None) -> None:
         """Show an ``engine.explain`` result (traces per track, span, peak track). ``cuts``: the
-        times (s) of the clip's shot cuts (``video.attrs["shot_cuts_s"]``): drawn on every row."""
+        times (s) of the clip's shot cuts (``video.attrs["shot_cuts_s"]``): drawn on every row.
+        ``unknown``: why the rule cannot judge this video (fields not estimated): the title says
+        the score is unknown instead of showing the 0 the scorer computes without them."""
         self.explanation = explanation
+        self.unknown = unknown
         self.cuts = [float(c) for c in (cuts or ())]
         traces = list(getattr(explanation, "traces", []) or [])
         peak = getattr(explanation, "peak_track", None)
@@ -357,7 +368,8 @@ class TimelineWidget(QWidget):
                     gate_names.append(g)
         self.steps, self.absent = sequence_parts(explanation)
         self.selected_lane = None
-        lanes = [step_text(st) for st in self.steps] + [absent_text(ab) for ab in self.absent]
+        lanes = [step_text(st, self.steps[k - 1] if k else None) for k, st in enumerate(self.steps)] + \
+            [absent_text(ab) for ab in self.absent]
         names = fields + ["soft score"] + (["gates"] if gate_names else []) + \
             (["steps"] if lanes else [])
         self.row_names = names
@@ -444,7 +456,9 @@ class TimelineWidget(QWidget):
         self.readout.setText("")
         score = getattr(explanation, "score", None)
         bits = [title] if title else []
-        if score is not None:
+        if getattr(self, "unknown", None):
+            bits.append(f"rule score unknown ({self.unknown})")
+        elif score is not None:
             bits.append(f"rule score {float(score):.3f}")
         if span:
             bits.append(f"event {span[0]:.1f}–{span[1]:.1f} s")
@@ -479,7 +493,9 @@ class TimelineWidget(QWidget):
 
     def lane_text(self, lane: int) -> str:
         n = len(self.steps)
-        return step_text(self.steps[lane]) if lane < n else absent_text(self.absent[lane - n])
+        if lane < n:
+            return step_text(self.steps[lane], self.steps[lane - 1] if lane else None)
+        return absent_text(self.absent[lane - n])
 
     def lane_count(self) -> int:
         return len(self.steps) + len(self.absent)
