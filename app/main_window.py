@@ -447,6 +447,8 @@ class MainWindow(QMainWindow):
         hh.setSectionResizeMode(ResultsModel.C_FILE, QHeaderView.ResizeMode.Interactive)
         hh.resizeSection(ResultsModel.C_FILE, 170)
         self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self.table.setSortingEnabled(True)     # a header click sorts; "#" returns to the fused order
+        self.table.sortByColumn(ResultsModel.C_THUMB, Qt.SortOrder.AscendingOrder)
         self.table.selectionModel().currentRowChanged.connect(self._on_current_row_changed)
         self.mark_yes = QPushButton("Relevant (R)", self)
         self.mark_no = QPushButton("Not relevant (N)", self)
@@ -905,6 +907,7 @@ class MainWindow(QMainWindow):
             self._base_response = resp          # what the rule editor's Reset returns to
         marks = ops.marks_for(self.library, resp.query) if self.library is not None else {}
         self.model.set_response(resp, marks)
+        self.table.sortByColumn(ResultsModel.C_THUMB, Qt.SortOrder.AscendingOrder)   # a new search: its own order
         self._mark_undo.clear()
         self._mark_redo.clear()
         ms = (getattr(resp, "timings_ms", {}) or {}).get("total")

@@ -111,8 +111,10 @@ class VideoCanvas(QWidget):
 
 
 class SeekBar(QSlider):
-    """The seek slider with the event intervals drawn on it. A click jumps there (into an interval:
-    to its start); dragging the handle works as usual."""
+    """The seek slider with the event intervals drawn on it. A click jumps to the frame under the
+    pointer, inside an interval too; a click on an interval's start (within ``SNAP_PX``), or
+    anywhere on an interval too narrow to aim into, snaps to its start. Dragging the handle works
+    as usual."""
 
     interval_clicked = Signal(int, int)      # first and last frame of the interval clicked
 
@@ -125,7 +127,7 @@ class SeekBar(QSlider):
 
     def set_intervals(self, intervals: list[tuple[int, int]]) -> None:
         self.intervals = [(int(a), int(b)) for a, b in intervals]
-        self.setToolTip("Event intervals (amber): click one to jump to its start"
+        self.setToolTip("Event intervals (amber): click its left edge to jump to its start"
                         if self.intervals else "")
         self.update()
 
@@ -175,7 +177,8 @@ class SeekBar(QSlider):
         if handle.contains(event.position().toPoint()):
             return super().mousePressEvent(event)         # drag the handle
         iv = self.interval_at(x)
-        if iv is not None:
+        if iv is not None and (abs(x - self.x_of(iv[0])) <= self.SNAP_PX
+                               or self.x_of(iv[1]) - self.x_of(iv[0]) < 4 * self.SNAP_PX):
             self.setValue(iv[0])
             self.interval_clicked.emit(*iv)
         else:

@@ -148,7 +148,7 @@ def match_tip(m: dict) -> str | None:
 class ResultsModel(QAbstractTableModel):
     """Ranked hits of one SearchResponse, with lazily loaded thumbnails and relevance marks."""
 
-    COLUMNS = ("", "File", "Exp.", "Span", "Relevance", "Rule", "Dense", "BM25", "Event",
+    COLUMNS = ("#", "File", "Exp.", "Span", "Relevance", "Rule", "Dense", "BM25", "Event",
                "Rule from", "Mark")
     (C_THUMB, C_FILE, C_EXPORTED, C_SPAN, C_RELEVANCE, C_RULE, C_DENSE, C_BM25, C_EVENT, C_MODE,
      C_MARK) = range(11)
@@ -265,6 +265,50 @@ class ResultsModel(QAbstractTableModel):
     def weights(self) -> dict:
         return dict(getattr(self.response, "weights", None) or {})
 
+    # -- sorting: every column; ``#`` returns to the search's fused order
+    def sort_key(self, h, column: int):
+        """The key a column sorts ``h`` by, smaller first (evidence columns are negated, so the
+        first click puts the strongest first); None: unknown or not ranked, always last."""
+        c = column
+        if c in (self.C_THUMB, self.C_EVENT, self.C_MODE):
+            return h.rank
+        if c == self.C_FILE:
+            return (os.path.basename(h.path) if h.path else h.video_id).lower()
+        if c == self.C_SPAN:
+            return float(h.span_s[0]) if h.span_s else None
+        if c == self.C_RELEVANCE:
+            rel = getattr(h, "relevance", None)
+            return None if rel is None else -float(rel)
+        if c == self.C_EXPORTED:
+            same, other = self.exports_of(h)
+            return -(len(same) + 0.5 * bool(other)) if same or other else None
+        if c == self.C_MARK:
+            mk = self.marks.get(h.video_id)
+            return None if mk is None else (0 if mk else 1)
+        ps = (h.per_source or {}).get(SOURCES[c - self.C_RULE]) or {}
+        if not ps.get("rank") or ps.get("status") == "cannot evaluate":
+            return None
+        if c == self.C_BM25 or ps.get("score") is None:
+            return int(ps["rank"])
+        return -float(ps["score"])
+
+    def sort(self, column: int, order=Qt.SortOrder.AscendingOrder) -> None:
+        """Sort the rows by ``column`` (ties keep the fused order; unknown last in both orders).
+        Selection and the current row follow their videos."""
+        if not self.hits or not 0 <= column < len(self.COLUMNS):
+            return
+        self.layoutAboutToBeChanged.emit()
+        old = list(self.hits)
+        keyed = [(self.sort_key(h, column), h.rank, h) for h in old]
+        known = sorted((k for k in keyed if k[0] is not None), key=lambda k: k[1])   # fused order ...
+        known.sort(key=lambda k: k[0], reverse=order == Qt.SortOrder.DescendingOrder)  # ... kept in ties
+        unknown = sorted((k for k in keyed if k[0] is None), key=lambda k: k[1])
+        self.hits = [k[2] for k in known + unknown]
+        where = {id(h): r for r, h in enumerate(self.hits)}
+        frm = self.persistentIndexList()
+        self.changePersistentIndexList(frm, [self.index(where[id(old[ix.row()])], ix.column()) for ix in frm])
+        self.layoutChanged.emit()
+
     # -- Qt model API
     def rowCount(self, parent=QModelIndex()) -> int:
         return 0 if parent.isValid() else len(self.hits)
@@ -277,8 +321,13 @@ class ResultsModel(QAbstractTableModel):
             if role == Qt.ItemDataRole.DisplayRole:
                 return self.COLUMNS[section]
             if role == Qt.ItemDataRole.ToolTipRole:
-                return {self.C_RELEVANCE: "Estimated probability that the result matches your "
-                                          "query (calibrated; – when no model applies)",
+                return {self.C_THUMB: "Rank in the search's fused order (the list's own order; click "
+                                      "to return to it). Fusing the sources' ranks orders results "
+                                      "better than sorting by relevance: measured with sources held "
+                                      "out, mAP 47.7 vs 46.9 (docs/report/generalization)",
+                        self.C_RELEVANCE: "Estimated probability that the result matches your "
+                                          "query (calibrated; – when no model applies). The list is "
+                                          "in fused-rank order (#); click to sort by relevance",
                         self.C_RULE: "Rule: the rule score (0 = conditions not met, 1 = fully met) · "
                                      "rank/number of videos it ranked (n/a: fields missing)",
                         self.C_DENSE: "Description search: cosine similarity to the query · "
@@ -370,6 +419,8 @@ class ResultsModel(QAbstractTableModel):
         if role == HitRole:
             return h
         if role == Qt.ItemDataRole.DisplayRole:
+            if c == self.C_THUMB:
+                return str(h.rank)
             if c == self.C_FILE:
                 return os.path.basename(h.path) if h.path else h.video_id
             if c == self.C_SPAN:

@@ -188,7 +188,7 @@ class SettingsDialog(QDialog):
         self.device = QComboBox(self)
         self.device.addItems(["auto", "cpu", "cuda"])
         self.device.setCurrentText(s.device)
-        self.detector_dir = QLineEdit(s.detector_dir, self, placeholderText="embedded YOLOv3-tiny")
+        self.detector_dir = QLineEdit(s.detector_dir, self, placeholderText="embedded NanoDet-g (default)")
         self.embedder_dir = QLineEdit(s.embedder_dir, self, placeholderText="embedded MiniLM / none")
         self.sample_fps = QDoubleSpinBox(self, minimum=0.5, maximum=60.0, decimals=1, suffix=" fps")
         self.sample_fps.setValue(s.sample_fps)

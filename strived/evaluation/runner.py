@@ -62,6 +62,19 @@ def prepare_library(bench: Benchmark, library_dir: Path | None = None, *, index_
     return lib
 
 
+def _span_iou(span, truths) -> float:
+    """The best temporal IoU of ``span`` with any labelled span (0 when none overlaps)."""
+    if not span or not truths:
+        return 0.0
+    best = 0.0
+    for a, b in truths:
+        inter = min(span[1], b) - max(span[0], a)
+        union = max(span[1], b) - min(span[0], a)
+        if inter > 0 and union > 0:
+            best = max(best, inter / union)
+    return best
+
+
 def _span_overlap(span, truths) -> bool:
     if not span or not truths:
         return False
@@ -126,6 +139,7 @@ def run_eval(bench: Benchmark, library, methods=DEFAULT_METHODS, *, llm=None, cv
     for m in methods:
         fn = METHODS[m][0]
         rows, loc_hits, loc_n, lat, ranked_by_q = [], 0, 0, [], {}
+        top3 = []   # (overlaps, IoU) of every relevant hit with a labelled span in the first 3
         try:
             for q in bench.queries:
                 check_cancel(cancel)
@@ -145,6 +159,10 @@ def run_eval(bench: Benchmark, library, methods=DEFAULT_METHODS, *, llm=None, cv
                     loc_hits += ok
                     entry["top1_span"] = list(res.spans[clean[0]]) if res.spans.get(clean[0]) else None
                     entry["top1_span_overlaps_truth"] = ok
+                for v in clean[:3]:
+                    if v in q.relevant and q.spans.get(v):
+                        top3.append((_span_overlap(res.spans.get(v), q.spans[v]),
+                                     _span_iou(res.spans.get(v), q.spans[v])))
                 per_q[q.id]["methods"][m] = entry
                 done += 1
                 report(progress, "eval", done, total, item=f"{m} {q.id}")
@@ -157,7 +175,10 @@ def run_eval(bench: Benchmark, library, methods=DEFAULT_METHODS, *, llm=None, cv
         out["methods"][m] = summarize(rows)
         out["per_source"][m] = per_source_metrics(bench, ranked_by_q)
         out["localisation"][m] = {"top1_relevant_with_span": loc_n,
-                                  "span_overlap": (loc_hits / loc_n) if loc_n else None}
+                                  "span_overlap": (loc_hits / loc_n) if loc_n else None,
+                                  "top3_relevant_with_span": len(top3),
+                                  "top3_span_overlap": (sum(o for o, _ in top3) / len(top3)) if top3 else None,
+                                  "top3_mean_iou": (sum(i for _, i in top3) / len(top3)) if top3 else None}
         lat.sort()
         out["latency_ms"][m] = {"median": lat[len(lat) // 2] if lat else None, "max": lat[-1] if lat else None}
     out["queries"] = list(per_q.values())
@@ -168,11 +189,14 @@ def format_table(res: dict) -> str:
     cols = ["MRR", "mAP"] + [f"Acc@{k}" for k in ACC_KS]
     lines = [f"benchmark {res['benchmark']}: {res['n_items']} items ({res['n_items_searchable']} searchable), "
              f"{res['n_queries']} queries; values in %"]
-    lines.append(f"{'method':<12}" + "".join(f"{c:>8}" for c in cols) + f"{'loc':>8}")
+    lines.append(f"{'method':<12}" + "".join(f"{c:>8}" for c in cols) + f"{'loc':>8}{'loc@3':>8}{'IoU@3':>8}")
+    pct = lambda x: f"{100 * x:8.1f}" if x is not None else f"{'-':>8}"  # noqa: E731
     for m, v in res["methods"].items():
-        loc = res["localisation"].get(m, {}).get("span_overlap")
-        lines.append(f"{m:<12}" + "".join(f"{100 * v[c]:8.1f}" for c in cols) +
-                     (f"{100 * loc:8.1f}" if loc is not None else f"{'-':>8}"))
+        loc = res["localisation"].get(m, {})
+        lines.append(f"{m:<12}" + "".join(f"{100 * v[c]:8.1f}" for c in cols) + pct(loc.get("span_overlap")) +
+                     pct(loc.get("top3_span_overlap")) + pct(loc.get("top3_mean_iou")))
+    lines.append("loc: top-1 relevant hit's span overlaps its label; loc@3 / IoU@3: every relevant hit in the "
+                 "first 3 (overlap rate, mean temporal IoU)")
     for m, why in res["skipped"].items():
         lines.append(f"{m:<12}  skipped: {why}")
     return "\n".join(lines)
@@ -213,12 +237,14 @@ def format_markdown(res: dict) -> str:
     cols = ["MRR", "mAP"] + [f"Acc@{k}" for k in ACC_KS]
     out = [f"**{res['benchmark']}**: {res['n_items']} items ({res['n_items_searchable']} searchable), "
            f"{res['n_queries']} queries. Values in %.", "",
-           "| method | " + " | ".join(cols) + " | top-1 span overlap |",
-           "|---" * (len(cols) + 2) + "|"]
+           "| method | " + " | ".join(cols) + " | top-1 span overlap | top-3 span overlap (n) | top-3 mean IoU |",
+           "|---" * (len(cols) + 4) + "|"]
+    p0 = lambda x: "-" if x is None else f"{100 * x:.0f}"  # noqa: E731
     for m, v in res["methods"].items():
-        loc = res["localisation"].get(m, {}).get("span_overlap")
+        loc = res["localisation"].get(m, {})
         out.append(f"| {m} | " + " | ".join(f"{100 * v[c]:.1f}" for c in cols) +
-                   f" | {'-' if loc is None else f'{100 * loc:.0f}'} |")
+                   f" | {p0(loc.get('span_overlap'))} | {p0(loc.get('top3_span_overlap'))} "
+                   f"({loc.get('top3_relevant_with_span', 0)}) | {p0(loc.get('top3_mean_iou'))} |")
     if res["skipped"]:
         out.append("")
         for m, why in res["skipped"].items():

@@ -76,16 +76,21 @@ def test_seek_bar_shows_event_intervals_and_jumps(qtbot, window, library_copy):
     bar = w.player.slider
     assert bar.intervals, "the event intervals are drawn on the seek bar"
     assert any(a <= w.player.span_frames[0] <= b for a, b in bar.intervals)
-    # a click outside the intervals jumps there; a click inside one goes to its start
+    # a click outside the intervals jumps there; inside one, to the frame clicked (not its start);
+    # on its left edge, to its start
     free = [f for f in range(w.player.n_frames) if bar.interval_at(bar.x_of(f)) is None]
     assert free, bar.intervals
     f_free = free[len(free) // 2]
     qtbot.mouseClick(bar, Qt.MouseButton.LeftButton,
                      pos=QPoint(round(bar.x_of(f_free)), bar.height() // 2))
     qtbot.waitUntil(lambda: abs(w.player.frame_idx - f_free) <= 1, timeout=5000)
-    a, b = bar.intervals[-1]
+    a, b = max(bar.intervals, key=lambda iv: iv[1] - iv[0])
+    assert bar.x_of(b) - bar.x_of(a) > 4 * bar.SNAP_PX, "wide enough to aim into"
     x_in = int((bar.x_of(a) + bar.x_of(b)) / 2)
     qtbot.mouseClick(bar, Qt.MouseButton.LeftButton, pos=QPoint(x_in, bar.height() // 2))
+    qtbot.waitUntil(lambda: abs(w.player.frame_idx - bar.value_at(x_in)) <= 1, timeout=5000)
+    assert w.player.frame_idx > a
+    qtbot.mouseClick(bar, Qt.MouseButton.LeftButton, pos=QPoint(round(bar.x_of(a)) + 1, bar.height() // 2))
     qtbot.waitUntil(lambda: w.player.frame_idx == a, timeout=5000)
     shot(w.player, "review_seek_bar_intervals")
 

@@ -19,6 +19,14 @@ from strived.retrieval.metrics import ACC_KS
 METRICS = {"MRR", "mAP", *(f"Acc@{k}" for k in ACC_KS)}
 
 
+def test_span_iou():
+    from strived.evaluation.runner import _span_iou
+
+    assert _span_iou((4.0, 6.0), [(5.0, 9.0)]) == pytest.approx(1 / 5)
+    assert _span_iou((4.0, 6.0), [(7.0, 9.0), (4.0, 6.0)]) == 1.0
+    assert _span_iou((4.0, 6.0), [(6.0, 9.0)]) == 0.0 and _span_iou(None, [(1.0, 2.0)]) == 0.0
+
+
 def _report(bench, out, lib, *extra):
     return main(["report", str(bench), "--out", str(out), "--library", str(lib), "--bench", "none", *extra])
 
@@ -41,6 +49,10 @@ def test_report_writes_markdown_plots_and_eval_json(tiny_bench, tmp_path, capsys
     for m, v in ev["methods"].items():
         assert set(v) == METRICS and all(0.0 <= x <= 1.0 for x in v.values()), m
     assert [q["id"] for q in ev["queries"]] == ["q01", "q04", "q08", "q09"]
+    # span localisation: every relevant hit in the first 3 with a labelled span is counted
+    loc = ev["localisation"]["rule"]
+    assert loc["top3_relevant_with_span"] >= max(1, loc["top1_relevant_with_span"]), loc
+    assert 0.0 <= loc["top3_span_overlap"] <= 1.0 and 0.0 <= loc["top3_mean_iou"] <= loc["top3_span_overlap"]
     for q in ev["queries"]:
         assert q["n_relevant"] == 1 and q["text"]
         for m, e in q["methods"].items():
