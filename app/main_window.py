@@ -624,17 +624,20 @@ class MainWindow(QMainWindow):
     def _offer_library_for(self, folder: str) -> bool:
         """``folder`` holds no library: index its videos (a library of their own), or create one."""
         try:
-            from strived.perception.video import find_videos
+            from strived.perception.video import survey_videos
 
-            n = len(find_videos(folder))
+            # bounded: a home folder can hold millions of files (the count is then a lower bound)
+            sv = survey_videos(folder, time_budget_s=0.5)
         except Exception:  # noqa: BLE001 - unreadable: offer an empty library
-            n = 0
+            sv = {"videos": 0, "complete": True, "folders": 0}
+        n = sv["videos"]
         box = QMessageBox(self)
         box.setObjectName("noLibraryBox")
         box.setIcon(QMessageBox.Icon.Question)
         box.setWindowTitle("No library in this folder")
         if n:
-            box.setText(f"<b>{folder}</b> holds {n} video(s) but no STRIVE-D library.")
+            box.setText(f"<b>{folder}</b> holds {'at least ' if not sv['complete'] else ''}{n} video(s) "
+                        f"in {sv['folders']} folder(s) but no STRIVE-D library.")
             box.setInformativeText("Index these videos now? Their library is kept apart from the "
                                    "footage (nothing is written into the video folder); you can "
                                    "search while indexing runs.")
@@ -644,8 +647,9 @@ class MainWindow(QMainWindow):
             box.setInformativeText("Create a new, empty library in this folder? You can then add "
                                    "videos with File → Index folder…")
             go = box.addButton("Create a library here", QMessageBox.ButtonRole.AcceptRole)
-        box.addButton(QMessageBox.StandardButton.Cancel)
-        box.setDefaultButton(go)
+        cancel = box.addButton(QMessageBox.StandardButton.Cancel)
+        # a large or uncounted tree is not indexed by a reflexive Enter
+        box.setDefaultButton(go if sv["complete"] and n <= 200 else cancel)
         box.exec()
         if box.clickedButton() is not go:
             return False
@@ -1570,7 +1574,7 @@ class MainWindow(QMainWindow):
     def _on_open_videos_triggered(self) -> None:
         d = QFileDialog.getExistingDirectory(self, "Dashcam folder to index")
         if d:
-            self.open_video_folder(d)
+            self.confirm_index(d, self.open_video_folder)
 
     def _on_new_triggered(self) -> None:
         d = QFileDialog.getExistingDirectory(self, "New library folder")
@@ -1580,7 +1584,41 @@ class MainWindow(QMainWindow):
     def _on_index_triggered(self) -> None:
         d = QFileDialog.getExistingDirectory(self, "Dashcam folder to index")
         if d:
-            self.start_indexing(d)
+            self.confirm_index(d, self.start_indexing)
+
+    def confirm_index(self, folder: str, then) -> None:
+        """Count the videos under ``folder`` in a worker, then ask before ``then(folder)`` starts:
+        Enter in a folder dialog accepts the folder it opened in (a home folder, say), and a whole
+        tree must not start indexing without the user seeing what it holds."""
+        from strived.perception.video import survey_videos
+
+        w = Worker(survey_videos, folder, pass_progress=False, pass_cancel=False, name="survey")
+        w.signals.finished.connect(lambda res, f=folder: self._ask_index(f, res, then))
+        w.signals.errored.connect(lambda exc, tb: self.presenter.present("Cannot read the folder", exc, tb))
+        self.jobs.submit(w)
+
+    def _ask_index(self, folder: str, survey: dict, then) -> None:
+        n, more = survey["videos"], "" if survey["complete"] else " at least"
+        box = QMessageBox(self)
+        box.setWindowTitle("Index videos")
+        if n == 0 and survey["complete"]:
+            box.setIcon(QMessageBox.Icon.Information)
+            box.setText(f"No videos (mp4, mov, mkv, avi, ts) under\n{folder}\nNothing to index.")
+            box.setStandardButtons(QMessageBox.StandardButton.Ok)
+        else:
+            gb = survey["bytes"] / 1e9
+            box.setIcon(QMessageBox.Icon.Question)
+            box.setText(f"Index{more} {n} video{'s' if n != 1 else ''} ({gb:.1f} GB) in "
+                        f"{survey['folders']} folder{'s' if survey['folders'] != 1 else ''} under\n{folder}?")
+            box.setInformativeText("Sub-folders are included. Indexing runs in the background and "
+                                   "can be cancelled; what is done is kept.")
+            box.setStandardButtons(QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel)
+            box.button(QMessageBox.StandardButton.Yes).setText("Index")
+            box.setDefaultButton(QMessageBox.StandardButton.Cancel)   # Enter again does not start it
+            yes = box.button(QMessageBox.StandardButton.Yes)
+            box.buttonClicked.connect(lambda b: then(folder) if b is yes else None)
+        self.index_confirm = box
+        box.open()
 
     def show_welcome(self, only_if_wanted: bool = False):
         """The first-run screen (app/welcome.py); ``only_if_wanted`` honours its "show" checkbox."""

@@ -49,6 +49,34 @@ def find_videos(folder: str | os.PathLike, errors: list | None = None) -> list[P
     return sorted(found)
 
 
+def survey_videos(folder: str | os.PathLike, time_budget_s: float = 3.0) -> dict:
+    """How many videos (and bytes, sub-folders holding them) lie under ``folder``, as
+    ``find_videos`` would find them, within ``time_budget_s`` (a home folder can hold millions of
+    files): ``complete`` False means the counts are a lower bound. For a confirmation before a
+    folder is indexed."""
+    import time
+
+    root = Path(folder)
+    if not root.is_dir():
+        raise FileNotFoundError(f"not a folder: {root}")
+    deadline = time.monotonic() + time_budget_s
+    n, size, dirs, complete = 0, 0, set(), True
+    for dirpath, dirnames, filenames in os.walk(root, onerror=lambda e: None):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        for name in filenames:
+            if not name.startswith(".") and os.path.splitext(name)[1].lower() in VIDEO_EXTENSIONS:
+                n += 1
+                dirs.add(dirpath)
+                try:
+                    size += os.stat(os.path.join(dirpath, name)).st_size
+                except OSError:
+                    pass
+        if time.monotonic() > deadline:
+            complete = False
+            break
+    return {"videos": n, "bytes": size, "folders": len(dirs), "complete": complete}
+
+
 @dataclass(frozen=True)
 class VideoProbe:
     """What the container says about a video (dimensions after rotation is applied)."""
