@@ -381,16 +381,25 @@ def cut_clip_reencode(src: str, dst: Path, f0: int, f1: int, cancel: CancelFn = 
                               "was left in its place", str(dst))
         os.replace(tmp, dst)
     except OSError as e:
-        writer.release()
+        _release_quietly(writer)
         _unlink(tmp)
         raise _os_error(e, dst) from None
     except BaseException:
-        writer.release()
+        _release_quietly(writer)
         _unlink(tmp)
         raise
     finally:
         cap.release()
     return str(dst)
+
+
+def _release_quietly(writer) -> None:
+    """Close a writer on an error path: its own error (a full disk again, as it flushes) must not
+    replace the one being reported."""
+    try:
+        writer.release()
+    except Exception:  # noqa: BLE001 - the first error is the one that is reported
+        pass
 
 
 def _frames_in(path: Path) -> int:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import queue as _queue
+import sys
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from pathlib import Path
 from typing import Iterator
@@ -58,7 +59,38 @@ def limit_threads(threads: int):
     return threadpool_limits(limits=threads)   # the BLAS / OpenMP pools already loaded
 
 
+def _die_with_parent() -> None:
+    """A worker never outlives the indexing process: killed with it (``kill -9``, a crash), it
+    would go on perceiving a video nobody will write, holding the terminal's pipes open. Linux:
+    the kernel sends SIGKILL when the parent dies; elsewhere a thread polls the parent's pid."""
+    import threading
+
+    parent = os.getppid()
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)     # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:     # the parent died before the line above took effect
+        os._exit(1)
+
+    def watch() -> None:
+        import time
+
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="strived-parent-watch", daemon=True).start()
+
+
 def _init_worker(cfg_dict: dict, threads: int, progress_q) -> None:
+    _die_with_parent()
     _state.update(cfg=cfg_dict, progress=progress_q, detector=None, limits=limit_threads(threads))
 
 

@@ -55,7 +55,10 @@ def main(argv: list[str]) -> int:
         det.make_detector = lambda *a, **k: SlowDetector(delay, hold)
         from strived.cli import main as cli_main
 
-        return cli_main(argv[1:])
+        args = argv[1:]
+        if args[:1] == ["index"] and "--workers" not in args:
+            args += ["--workers", "1"]     # the slow fake detector lives in this process
+        return cli_main(args)
     if mode == "commit-kill":
         import strived.retrieval.dense as dense
         from strived.retrieval.sources import ensure_text_index

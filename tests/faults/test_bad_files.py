@@ -108,7 +108,7 @@ def test_unreadable_subfolder_is_reported(folder, tmp_path, monkeypatch, capsys,
     ap = argparse.ArgumentParser()
     index.register(ap.add_subparsers())
     args = ap.parse_args(["index", str(folder), "--library", str(tmp_path / "lib2"), "--quiet",
-                          "--detector", "fake"])
+                          "--detector", "fake", "--workers", "1"])   # the fake lives in this process
     monkeypatch.setattr("strived.perception.detect.make_detector", lambda *a, **k: FakeDetector())
     rc = args.func(args)
     err = capsys.readouterr().err

@@ -102,3 +102,63 @@ def test_bench_index_measures_the_whole_command(tmp_path, make_video):
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode != 0 and "not a folder" in bad.stderr and "Traceback" not in bad.stderr
     assert Path(src).is_dir()
+
+
+def test_kill_9_of_the_indexer_takes_its_workers_with_it(tmp_path, make_video):
+    """`kill -9` of `strived index` while workers perceive: no worker outlives it (they would hold
+    the terminal's pipes open and go on with videos nobody writes), and the next run completes."""
+    import signal
+    import time
+
+    src = tmp_path / "videos"
+    src.mkdir()
+    for k in range(4):
+        make_video(src / f"v{k}.mp4", n_frames=150, box_speed_px=1.0 + 0.3 * k)
+    lib = tmp_path / "lib"
+    p = subprocess.Popen([sys.executable, "-m", "strived", "index", str(src), "--library", str(lib),
+                          "--workers", "2", "--device", "cpu"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t0 = time.monotonic()
+    while len(_child_pids(p.pid)) < 2 and time.monotonic() - t0 < 60:
+        time.sleep(0.1)
+    kids = _child_pids(p.pid)
+    assert len(kids) >= 2, "the workers started"
+    time.sleep(1.0)
+    p.send_signal(signal.SIGKILL)
+    p.communicate(timeout=30)                 # EOF on its pipes: nothing else holds them open
+    deadline = time.monotonic() + 10
+    while any(_alive(k) for k in kids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [k for k in kids if _alive(k)], "a worker outlived the indexer"
+    r = subprocess.run([sys.executable, "-m", "strived", "index", str(src), "--library", str(lib),
+                        "--workers", "2", "--device", "cpu", "--quiet"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    with Library.open(lib) as done:
+        assert sorted(done.video_ids()) == ["v0", "v1", "v2", "v3"] and not done.integrity_problems(full=True)
+
+
+def _child_pids(pid: int) -> list[int]:
+    """The perception workers of ``pid`` (its spawned children; not multiprocessing's resource tracker)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                try:
+                    cmd = (d / "cmdline").read_bytes()
+                except OSError:
+                    continue
+                if b"spawn_main" in cmd:
+                    out.append(int(d.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
