@@ -121,8 +121,15 @@ class WelcomeDialog(QDialog):
         v.addLayout(row)
         self.progress = QProgressBar(self)
         self.progress.hide()
+        self.cancel_button = QPushButton("Cancel", self)
+        self.cancel_button.setToolTip("Stop preparing the sample (nothing half-made is kept)")
+        self.cancel_button.hide()
+        self.cancel_button.clicked.connect(self.cancel_sample)
+        prow = QHBoxLayout()
+        prow.addWidget(self.progress, 1)
+        prow.addWidget(self.cancel_button)
         self.status = QLabel("", self, objectName="dim", wordWrap=True)
-        v.addWidget(self.progress)
+        v.addLayout(prow)
         v.addWidget(self.status)
 
         caps = capabilities()
@@ -166,12 +173,31 @@ class WelcomeDialog(QDialog):
             b.setEnabled(False)
         self.progress.setRange(0, 0)
         self.progress.show()
+        self.cancel_button.setEnabled(True)
+        self.cancel_button.show()
         self.status.setText(f"Preparing the sample in {self.sample_dir} …")
         w = Worker(sample_job, str(self.sample_dir), min_interval_s=0.1, name="sample")
         w.signals.progressed.connect(self._on_sample_progressed)
         w.signals.finished.connect(self._on_sample_finished)
         w.signals.errored.connect(self._on_sample_errored)
+        w.signals.cancelled.connect(self._on_sample_cancelled)
         self.worker = self.jobs.submit(w)
+
+    def cancel_sample(self) -> None:
+        if self.worker is not None and not self.worker.is_done:
+            self.cancel_button.setEnabled(False)
+            self.status.setText("Cancelling…")
+            self.worker.cancel()
+
+    def _idle(self) -> None:
+        self.progress.hide()
+        self.cancel_button.hide()
+        for b in (self.sample_button, self.open_folder_button, self.open_library_button):
+            b.setEnabled(True)
+
+    def _on_sample_cancelled(self) -> None:
+        self._idle()
+        self.status.setText("Sample cancelled. Try it again at any time; nothing half-made was kept.")
 
     def _on_sample_progressed(self, ev) -> None:
         if getattr(ev, "total", 0):
@@ -184,9 +210,7 @@ class WelcomeDialog(QDialog):
     def _on_sample_finished(self, out: dict) -> None:
         from strived.sample import SAMPLE_QUERIES
 
-        self.progress.hide()
-        for b in (self.sample_button, self.open_folder_button, self.open_library_button):
-            b.setEnabled(True)
+        self._idle()
         w = self.window_
         if not w.open_library(out["library"]):
             self.status.setText("The sample library could not be opened (see the notice).")
@@ -199,9 +223,7 @@ class WelcomeDialog(QDialog):
         self.close()
 
     def _on_sample_errored(self, exc, tb) -> None:
-        self.progress.hide()
-        for b in (self.sample_button, self.open_folder_button, self.open_library_button):
-            b.setEnabled(True)
+        self._idle()
         self.status.setText(f"The sample could not be prepared: {exc}")
         self.window_.presenter.present("Sample not available", exc, tb)
 

@@ -77,3 +77,18 @@ def test_try_the_sample_opens_rendered_clips_and_searches(qtbot, window, tmp_pat
     from app.welcome import sample_job
 
     assert sample_job(str(tmp_path / "sample"))["reused"] is True
+
+
+def test_the_sample_can_be_cancelled_and_tried_again(qtbot, window, tmp_path):
+    """Preparing the sample shows a Cancel button; a click stops it, the dialog is usable again,
+    no half-made sample is taken for a finished one."""
+    d = window.show_welcome()
+    d.sample_dir = tmp_path / "sample"
+    qtbot.mouseClick(d.sample_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: d.cancel_button.isVisible(), timeout=5000)
+    qtbot.waitUntil(lambda: d.progress.maximum() > 0, timeout=30000)          # rendering has begun
+    with qtbot.waitSignal(d.worker.signals.cancelled, timeout=60000):
+        qtbot.mouseClick(d.cancel_button, Qt.MouseButton.LeftButton)
+    assert "cancelled" in d.status.text().lower() and not d.cancel_button.isVisible()
+    assert d.sample_button.isEnabled() and window.library is None
+    assert not (tmp_path / "sample" / "sample.json").exists()   # not marked complete: a retry rebuilds
