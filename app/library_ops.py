@@ -101,6 +101,11 @@ def thumbnail(library, video_id: str) -> bytes | None:
     return library.thumbnail(video_id)
 
 
+def video_path(library, video_id: str) -> str | None:
+    """The video file of a library video (None: records only)."""
+    return library.video_path(video_id)
+
+
 def make_thumbnail(library, video_id: str, path: str, t_s: float = 0.0, width: int = 192) -> bool:
     """Decode one frame, store a small JPEG (worker thread). False when the video is unreadable."""
     import cv2

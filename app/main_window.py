@@ -23,6 +23,7 @@ from .compare import CompareView
 from .connections import LibraryConnections, library_job
 from .errors import ErrorPresenter
 from .index_panel import IndexPanel
+from .library_view import LibraryView
 from .player import PlayerWidget
 from .results import ResultsModel
 from .rule_editor import RuleEditor
@@ -215,6 +216,11 @@ class ShortcutsDialog(QDialog):
         self.resize(560, 520)
 
 
+def _overview(library) -> tuple[list[dict], int]:
+    """The Library tab's rows and the library's size (runs in a worker)."""
+    return library.overview(), len(library)
+
+
 def _unknown_reason(hit) -> str | None:
     """Why the rule could not judge ``hit``'s video ("speed not estimated for it"), or None."""
     ps = (getattr(hit, "per_source", None) or {}).get("rule") or {}
@@ -231,6 +237,7 @@ class MainWindow(QMainWindow):
     search_finished = Signal(object)
     search_cancelled = Signal()
     inspect_finished = Signal(str)
+    browsed = Signal(str)                  # a library video opened from the Library tab (boxes shown)
     compare_ready = Signal()
 
     def __init__(self, settings: AppSettings | None = None, library_path: str | None = None):
@@ -502,10 +509,13 @@ class MainWindow(QMainWindow):
         self.inspect_split.setSizes([430, 370])      # the timeline's rows need height to be read
         self.compare = CompareView(self)
         self.rule_editor = RuleEditor(self)
+        self.library_view = LibraryView(self)
+        self.library_view.open_requested.connect(self.browse_video)
         self.tabs = QTabWidget(self)
         self.tabs.addTab(self.inspect_split, "Inspect")
         self.tabs.addTab(self.compare, "Compare")
         self.tabs.addTab(self.rule_editor, "Rule")
+        self.tabs.addTab(self.library_view, "Library")
         self.main_split = QSplitter(Qt.Orientation.Horizontal, self)
         self.main_split.setObjectName("mainSplit")
         self.main_split.addWidget(left)
@@ -616,6 +626,10 @@ class MainWindow(QMainWindow):
         self.refresh_stats()
         self._refresh_actions()
         self.library_opened.emit(self.library_path)
+        self.library_view.set_thumbnail_loader(lambda vid: ops.thumbnail(self.library, vid))
+        self.refresh_library_view()
+        if self.response is None and len(lib):
+            self.tabs.setCurrentWidget(self.library_view)   # before any search: what the library holds
         pending = self.settings.pending_index(self.library_path)
         if pending and os.path.isdir(pending):
             self.start_indexing(pending, resumed=True)
@@ -662,6 +676,48 @@ class MainWindow(QMainWindow):
         self.start_indexing(folder)
         return True
 
+    def refresh_library_view(self) -> None:
+        """Reload the Library tab's list in a worker (a large library's listing is not read on
+        the UI thread)."""
+        if self.conns is None:
+            self.library_view.set_rows([])
+            return
+        w = Worker(library_job, self.conns, _overview, pass_progress=False, pass_cancel=False,
+                   name="overview")
+        lib_path = self.library_path
+        w.signals.finished.connect(
+            lambda res, p=lib_path: self.library_view.set_rows(*res) if p == self.library_path else None)
+        self.jobs.submit(w)
+
+    def browse_video(self, video_id: str) -> None:
+        """Play a library video in Inspect with its tracked boxes (no search: nothing to explain)."""
+        if self.library is None:
+            return
+        path = ops.video_path(self.library, video_id)
+        self.tabs.setCurrentIndex(0)
+        self.table.clearSelection()
+        if path and os.path.exists(path):
+            self.player.load(path)
+            self.player.set_intervals([])
+        else:
+            self.player.clear("Records only: this item has no video file." if not path else
+                              f"The video file is missing:\n{path}")
+        self.timeline.clear(f"{video_id}: no search yet. Search to see why a video matches, "
+                            "with each rule signal per track here.")
+        self.set_gate_witnesses([])
+        self.set_sequence_steps([], [])
+        w = Worker(library_job, self.conns, lambda lib, v: lib.get_video(v), video_id,
+                   pass_progress=False, pass_cancel=False, name="browse")
+        w.signals.finished.connect(lambda rec: self._show_boxes(rec))
+        self.jobs.submit(w)
+
+    def _show_boxes(self, rec) -> None:
+        from .frames import BoxOverlay
+
+        self.player.overlay_data = BoxOverlay(rec)
+        self.player.seek(self.player.frame_idx)
+        self.browsed.emit(rec.info.id)
+
     def close_library(self) -> None:
         """Close the library without waiting for running jobs: each one holds its own connection
         (closed when it ends) and its result is ignored."""
@@ -682,6 +738,8 @@ class MainWindow(QMainWindow):
         self.timeline.clear()
         self.set_gate_witnesses([])
         self.set_sequence_steps([], [])
+        self.library_view.set_rows([])
+        self.library_view.title.setText("No library open.")
 
     def refresh_stats(self) -> None:
         if self.library is None:
@@ -757,6 +815,7 @@ class MainWindow(QMainWindow):
         if worker is not self.index_worker:
             return                                  # another library is open now
         self.index_panel.finish(report)
+        self.refresh_library_view()
         if report.found == 0:
             self.presenter.notice(f"No videos found in {self._index_folder}: nothing to index.")
         elif self._results_stale and self.response is not None:

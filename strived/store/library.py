@@ -470,6 +470,43 @@ class Library:
             out.append(d)
         return out
 
+    def video_path(self, video_id: str) -> str | None:
+        """The video file of ``video_id`` (None: records only, or no such video)."""
+        r = self.conn.execute("SELECT path FROM videos WHERE id=?", (video_id,)).fetchone()
+        return r[0] if r else None
+
+    def overview(self, limit: int = 5000) -> list[dict]:
+        """What a user browses before any search, per video (by id, at most ``limit``): path,
+        duration, tracks per class, whether ego speed is known (and its source or why not), day or
+        night, and whether a thumbnail is stored."""
+        vids = self.conn.execute(
+            "SELECT id, path, duration_s, n_tracks, json_extract(attrs, '$.daynight'), "
+            "json_extract(attrs, '$.speed_source'), json_extract(attrs, '$.availability') "
+            "FROM videos ORDER BY id LIMIT ?", (int(limit),)).fetchall()
+        if not vids:
+            return []
+        counts: dict[str, dict[str, int]] = {}
+        last = vids[-1][0]
+        for vid, cls, n in self.conn.execute("SELECT video_id, cls, COUNT(*) FROM tracks WHERE video_id <= ? "
+                                             "GROUP BY video_id, cls", (last,)):
+            counts.setdefault(vid, {})[cls] = int(n)
+        thumbs = self.thumbnail_ids()
+        out = []
+        for vid, path, dur, n_tracks, dn, speed_src, av in vids:
+            try:
+                speed = (json.loads(av) or {}).get("speed") if av else None
+            except ValueError:
+                speed = None
+            speed = speed if isinstance(speed, dict) else {}
+            out.append({"id": vid, "path": path, "duration_s": dur, "n_tracks": n_tracks,
+                        "classes": dict(sorted(counts.get(vid, {}).items(), key=lambda kv: -kv[1])),
+                        "daynight": dn,
+                        # availability (strived.availability): None when the video predates it
+                        "speed_status": speed.get("status"), "speed_coverage": speed.get("coverage"),
+                        "speed_source": speed.get("source") or speed_src, "speed_reason": speed.get("reason"),
+                        "thumbnail": vid in thumbs})
+        return out
+
     def get_video(self, video_id: str, track_ids=None) -> VideoRecords:
         """Rebuild a video's records; ``track_ids`` limits the tracks read (None = all; the
         result lists get only those). Raises KeyError if absent."""
