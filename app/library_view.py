@@ -48,7 +48,7 @@ class LibraryView(QWidget):
         self.rows: list[dict] = []
         v = QVBoxLayout(self)
         v.setContentsMargins(4, 4, 4, 4)
-        self.title = QLabel("No library open.", self, objectName="dim")
+        self.title = QLabel("No library open.", self, objectName="dim", wordWrap=True)
         self.filter = QLineEdit(self, placeholderText="Filter by file name or what was found (e.g. truck, night)")
         self.filter.setClearButtonEnabled(True)
         self.filter.textChanged.connect(self._apply_filter)

@@ -626,7 +626,8 @@ class MainWindow(QMainWindow):
         self.refresh_stats()
         self._refresh_actions()
         self.library_opened.emit(self.library_path)
-        self.library_view.set_thumbnail_loader(lambda vid: ops.thumbnail(self.library, vid))
+        self.library_view.set_thumbnail_loader(
+            lambda vid: ops.thumbnail(self.library, vid) if self.library is not None else None)
         self.refresh_library_view()
         if self.response is None and len(lib):
             self.tabs.setCurrentWidget(self.library_view)   # before any search: what the library holds
@@ -686,7 +687,8 @@ class MainWindow(QMainWindow):
                    name="overview")
         lib_path = self.library_path
         w.signals.finished.connect(
-            lambda res, p=lib_path: self.library_view.set_rows(*res) if p == self.library_path else None)
+            lambda res, p=lib_path: self.library_view.set_rows(*res)
+            if self.library is not None and p == self.library_path else None)
         self.jobs.submit(w)
 
     def browse_video(self, video_id: str) -> None:
