@@ -210,7 +210,7 @@ def perceive_in_workers(items: list, cfg, root: Path, *, workers: int, threads: 
             n = 1 if one_at_a_time else workers
             pool = _pool(n, cfg_dict, threads, progress_q)
             running: dict[Future, object] = {}
-            broken = False
+            broken = clean = False
             try:
                 while todo or running:
                     # one queued per worker (no idle gap), except one at a time: then the video in
@@ -253,8 +253,12 @@ def perceive_in_workers(items: list, cfg, root: Path, *, workers: int, threads: 
                         running.clear()
                         one_at_a_time = True
                         break
+                clean = not broken
             finally:
-                _kill(pool)
+                if clean:      # every video answered: let the idle workers exit on their own
+                    pool.shutdown(wait=True)
+                else:          # cancelled, stopped or broken: at once
+                    _kill(pool)
     finally:
         progress_q.close()
         progress_q.join_thread()

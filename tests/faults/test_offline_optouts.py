@@ -82,3 +82,31 @@ def test_the_demo_indexes_a_real_clip_and_searches_without_any_outside_connectio
         pytest.skip(f"strace cannot trace here: {r.stderr.strip()[:200]}")
     assert r.returncode == 0, r.stderr[-2000:]
     assert outside_connections(log.read_text()) == []
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace not installed (run.sh installs it)")
+def test_indexing_with_worker_processes_and_the_app_self_test_stay_offline(tmp_path):
+    """`strived index` with two perception worker processes (each loads the detector and its
+    runtime) and the app's `--self-test` (index a generated clip, search it): under strace -f, no
+    connect() leaves the machine, in the parent or any worker."""
+    from tests.perception.conftest import write_video
+
+    src = tmp_path / "videos"
+    src.mkdir()
+    for k in range(2):
+        write_video(src / f"v{k}.mp4", n_frames=12, box_speed_px=3.0 + k)
+    exe = Path(sys.executable).parent / "strived"
+    runs = [[str(exe), "index", str(src), "--library", str(tmp_path / "lib"), "--workers", "2", "--quiet"],
+            [sys.executable, "-m", "app", "--self-test"]]
+    for k, cmd in enumerate(runs):
+        log = tmp_path / f"strace{k}.log"
+        env = dict(_clean_env(), QT_QPA_PLATFORM="offscreen", HOME=str(tmp_path / "home"))
+        r = subprocess.run(["strace", "-f", "-qq", "-e", "trace=connect,execve", "-o", str(log), *cmd], env=env,
+                           capture_output=True, text=True, timeout=600, cwd=Path(__file__).resolve().parents[2])
+        if r.returncode != 0 and "ptrace" in (r.stderr or ""):
+            pytest.skip(f"strace cannot trace here: {r.stderr.strip()[:200]}")
+        assert r.returncode == 0, (cmd, r.stderr[-2000:])
+        text = log.read_text()
+        assert outside_connections(text) == [], cmd
+        if k == 0:   # the workers were traced too: the spawned interpreters
+            assert len(re.findall(r"execve\(.*--multiprocessing-fork", text)) >= 2, text[:2000]
