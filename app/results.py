@@ -148,10 +148,11 @@ def match_tip(m: dict) -> str | None:
 class ResultsModel(QAbstractTableModel):
     """Ranked hits of one SearchResponse, with lazily loaded thumbnails and relevance marks."""
 
-    COLUMNS = ("#", "File", "Exp.", "Span", "Relevance", "Rule", "Dense", "BM25", "Event",
-               "Rule from", "Mark")
-    (C_THUMB, C_FILE, C_EXPORTED, C_SPAN, C_RELEVANCE, C_RULE, C_DENSE, C_BM25, C_EVENT, C_MODE,
-     C_MARK) = range(11)
+    # the user's mark beside the file: at the end it was off-screen in a 900 px pane
+    COLUMNS = ("#", "File", "Mark", "Exp.", "Span", "Relevance", "Rule", "Dense", "BM25", "Event",
+               "Rule from")
+    (C_THUMB, C_FILE, C_MARK, C_EXPORTED, C_SPAN, C_RELEVANCE, C_RULE, C_DENSE, C_BM25, C_EVENT,
+     C_MODE) = range(11)
     THUMB_SIZE = QSize(96, 54)
 
     def __init__(self, parent=None, thumbnail_loader: Callable[[str], bytes | None] | None = None):
