@@ -69,6 +69,10 @@ def unit_text(track, cls) -> str:
     return "ego" if tid < 0 else f"{cls or 'track'} #{tid}"
 
 
+#: the least height of a signal row's plot (px)
+MIN_ROW_PX = 32
+
+
 def step_text(st: dict, prev: dict | None = None) -> str:
     """One realised step of a sequence rule (``StepMatch.to_dict``), as measured:
     "step 1 lead brakes: car #3 2.1–3.4 s (1.3 s)"; a step seen on one sample only says so
@@ -404,7 +408,9 @@ class TimelineWidget(QWidget):
             self.view.ci.layout.setRowStretchFactor(i, max(1, len(lane_names)))
             # ... and never less than a label's height per lane (steps: label above its band)
             per_lane = 24 if name == "steps" else 26
-            row.plot.setMinimumHeight(per_lane * len(lane_names) + 24 if lane_names else 0)
+            # a signal row is never squeezed below a readable curve (a graphics item's minimum
+            # does not reach the window's layout: the view's own minimum is set below)
+            row.plot.setMinimumHeight(per_lane * len(lane_names) + 24 if lane_names else MIN_ROW_PX)
             self._draw_bands(row, name == "steps")
             while lane_names and len(row.labels) < len(lane_names):
                 lab = pg.TextItem(color="#c9ced6", anchor=(0, 0.5), fill=pg.mkBrush(21, 24, 29, 170))
@@ -425,6 +431,8 @@ class TimelineWidget(QWidget):
                 row.plot.getAxis("left").setTicks([[(k, "") for k in range(len(lane_names))]])
                 row.plot.setYRange(-0.15, len(lane_names) - 0.15 + (0.15 if name == "steps" else 0),
                                    padding=0)
+            elif name == "soft score":   # 0..1: two ticks, which a short row prints without overlap
+                row.plot.getAxis("left").setTicks([[(0.0, "0"), (1.0, "1")], []])
             else:
                 row.plot.getAxis("left").setTicks(None)
                 row.plot.enableAutoRange(axis="y")
@@ -443,6 +451,9 @@ class TimelineWidget(QWidget):
                  [float(tr.t[-1]) for tr in traces if len(tr.t)]
             if ts:
                 self.rows[0].plot.setXRange(min(ts), max(ts), padding=0.02)
+        # the rows' minimum heights, made the view's: the splitter then shrinks the player, not the
+        # plots (at 1024x680 the signal rows were squeezed to nothing)
+        self.view.setMinimumHeight(int(sum(r.plot.minimumHeight() for r in self.rows[:len(names)])) + 8)
         for r in self.rows[len(names):]:
             self._draw_bands(r, False)
         for r in self.rows[len(names):]:
