@@ -51,11 +51,12 @@ def index_job(folder: str, library_folder: str, *, sample_fps: float, device: st
                            detector=detector_spec_for_path(detector_path), progress=progress,
                            cancel=cancel)
         if not rep.cancelled and len(lib):
-            from strived.engine import build_text_index
-            from strived.retrieval.sources import set_library_embedder
+            from strived.indexing.text_process import build_text_index_in_process
 
-            set_library_embedder(lib, embedder_dir or None)  # a changed choice rebuilds the dense index
-            build_text_index(lib, progress=progress, cancel=cancel)  # BM25, dense, rule features
+            # BM25, dense, rule features: in a process of its own (loading the embedder in this
+            # one held the interpreter lock long enough to freeze the window for ~300 ms)
+            build_text_index_in_process(library_folder, embedder_dir=embedder_dir or None,
+                                        progress=progress, cancel=cancel)
         return rep
     finally:
         lib.close()

@@ -81,23 +81,31 @@ class StallMeter:
         self.timer.setInterval(5)
         self.clock = QElapsedTimer()
         self.gaps: list[float] = []
+        self.at: list[float] = []       # when each tick fired (s since start)
         self.timer.timeout.connect(self._on_timeout)
 
     def start(self):
         self.gaps.clear()
+        self.at.clear()
+        self.t0 = time.perf_counter()
         self.clock.start()
         self.timer.start()
 
     def _on_timeout(self):
         self.gaps.append(max(0.0, self.clock.restart() - 5.0))
+        self.at.append(time.perf_counter() - self.t0)
 
     def stop(self) -> dict:
         self.timer.stop()
         import numpy as np
 
         g = np.array(self.gaps or [0.0])
+        k = int(g.argmax())
         return {"ticks": len(g), "p50_ms": float(np.percentile(g, 50)),
-                "p99_ms": float(np.percentile(g, 99)), "max_ms": float(g.max())}
+                "p99_ms": float(np.percentile(g, 99)), "max_ms": float(g.max()),
+                # when the longest stall ended (s after the measurement began): where to look
+                "max_at_s": round(self.at[k], 2) if self.at else None,
+                "over_100ms_at_s": [round(a, 2) for a, x in zip(self.at, self.gaps) if x > 100]}
 
 
 def library_copy(src: Path, work: Path) -> Path:

@@ -162,3 +162,32 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_text_index_in_its_own_process_reports_progress_and_cancels(tmp_path):
+    """The app builds the search indexes in a spawned process (loading the embedder in its own
+    froze the window): the same indexes result, progress arrives here, cancel stops it, a broken
+    library is an error with its message."""
+    import time
+
+    from strived.errors import Cancelled
+    from strived.indexing.text_process import build_text_index_in_process
+    from strived.retrieval.sources import ensure_text_index
+    from tests.faults.conftest import synth_records
+
+    with Library.open(tmp_path / "lib", create=True) as lib:
+        lib.add_videos(synth_records(4))
+    stages = []
+    note = build_text_index_in_process(tmp_path / "lib", progress=lambda ev: stages.append(ev.stage))
+    assert "texts" in stages and "features" in stages
+    with Library.open(tmp_path / "lib") as lib:
+        rep = ensure_text_index(lib)                 # nothing left to do: the child wrote it all
+        assert rep.texts_built == 0 and rep.dense_embedded == 0 and not rep.dense_rebuilt
+        assert rep.texts_fresh == 4 and (note is None or "unavailable" in note)
+    t0 = time.monotonic()
+    with pytest.raises(Cancelled):
+        build_text_index_in_process(tmp_path / "lib", cancel=lambda: time.monotonic() - t0 > 0.5)
+    assert time.monotonic() - t0 < 10 and mp.active_children() == []
+    (tmp_path / "junk").mkdir()
+    with pytest.raises(StrivedError):
+        build_text_index_in_process(tmp_path / "junk")
