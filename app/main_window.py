@@ -217,6 +217,20 @@ class ShortcutsDialog(QDialog):
         self.resize(560, 520)
 
 
+def _text_editor(fw):
+    """The text editor behind a focused widget (a line edit, a spin box's or an editable combo
+    box's line edit, a plain-text editor), whose own undo Ctrl+Z should reach; None otherwise."""
+    from PySide6.QtWidgets import QAbstractSpinBox, QLineEdit
+
+    if isinstance(fw, (QPlainTextEdit, QLineEdit)):
+        return fw
+    if isinstance(fw, QAbstractSpinBox):
+        return fw.findChild(QLineEdit)
+    if isinstance(fw, QComboBox) and fw.isEditable():
+        return fw.lineEdit()
+    return None
+
+
 def _overview(library) -> tuple[list[dict], int]:
     """The Library tab's rows and the library's size (runs in a worker)."""
     return library.overview(), len(library)
@@ -1245,9 +1259,9 @@ class MainWindow(QMainWindow):
 
     def undo(self) -> None:
         """Edit → Undo: the focused text field's undo, else the last marks, else the rule edit."""
-        fw = QApplication.focusWidget()
-        if isinstance(fw, QPlainTextEdit) or (fw is not None and fw is self.query.lineEdit()):
-            fw.undo()
+        ed = _text_editor(QApplication.focusWidget())
+        if ed is not None:        # a focused text field (the query, a form box, the JSON): its own
+            ed.undo()
         elif self._mark_undo:
             batch = self._mark_undo.pop()
             for vid, before, _after in batch:
@@ -1259,9 +1273,9 @@ class MainWindow(QMainWindow):
             self.rule_editor.text.undo()
 
     def redo(self) -> None:
-        fw = QApplication.focusWidget()
-        if isinstance(fw, QPlainTextEdit) or (fw is not None and fw is self.query.lineEdit()):
-            fw.redo()
+        ed = _text_editor(QApplication.focusWidget())
+        if ed is not None:
+            ed.redo()
         elif self._mark_redo:
             batch = self._mark_redo.pop()
             for vid, _before, after in batch:

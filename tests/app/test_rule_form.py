@@ -193,6 +193,16 @@ def test_form_journey_edit_gate_rerank_invalid_value_and_sequence(qtbot, window,
     doc = json.loads(ed.text.toPlainText())
     assert doc["hard_gates"][1] == {"field": "distance", "op": "lt", "value": 1}
     assert doc["hard_gates"][0] == FORM_RULE["hard_gates"][0] and ed.apply_button.isEnabled()
+    # Ctrl+Z inside the box undoes the edit there (not the marks, not the JSON), the JSON follows;
+    # Ctrl+Shift+Z redoes it
+    before = FORM_RULE["hard_gates"][1]["value"]
+    qtbot.keyClick(gate.widgets["value"], Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
+    assert float(gate.widgets["value"].text()) == before
+    assert json.loads(ed.text.toPlainText())["hard_gates"][1]["value"] == before
+    qtbot.keyClick(gate.widgets["value"], Qt.Key.Key_Z,
+                   Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    assert gate.widgets["value"].text() == "1"
+    assert json.loads(ed.text.toPlainText())["hard_gates"][1]["value"] == 1
     # 2. re-rank from the form (Ctrl+Return in the value box): the generated cut-ins come no
     # nearer than 1.5 m, so the rule no longer ranks them
     with qtbot.waitSignal(w.search_finished, timeout=30000) as b:
