@@ -207,3 +207,53 @@ def test_cli_lead_in_and_out_widen_the_clip_not_the_event(tmp_path, fast_embedde
         assert float(r["end_s"]) >= float(r["event_end_s"])
     with pytest.raises(SystemExit):
         main(["export-results", "car", str(out), "--library", str(lib_dir), "--lead-in", "-1"])
+
+
+def _openlabel_schema():
+    import importlib.resources
+
+    ref = importlib.resources.files("openlabel_checker") / "schema_data" / "openlabel_json_schema-v1.0.0.json"
+    return json.loads(ref.read_text(encoding="utf-8"))
+
+
+def test_openlabel_export_validates_against_the_asam_schema(tmp_path):
+    """Every OpenLABEL file we write is valid ASAM OpenLABEL 1.0.0 (the schema as shipped in the
+    `openlabel-checker` package), padded or not, with or without a relevance."""
+    import jsonschema
+
+    from strived.export import pad_rows
+
+    schema = _openlabel_schema()
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    rows = _rows(tmp_path / "v1.mp4")
+    rows[0].update(event_start_s=1.0, event_end_s=2.0, event_start_frame=10, event_end_frame=20, relevance=0.62)
+    out = tmp_path / "out"
+    export_results(pad_rows(rows, 0.5, 0.5), out, formats=["openlabel"], context={"query": "q"})
+    files = sorted((out / "openlabel").glob("*.json"))
+    assert len(files) == 2
+    for f in files:
+        doc = json.loads(f.read_text())
+        errors = [f"{list(e.path)}: {e.message}" for e in validator.iter_errors(doc)]
+        assert errors == [], (f.name, errors)
+    bad = json.loads(files[0].read_text())
+    bad["openlabel"]["actions"]["0"]["frame_intervals"] = [{"frame_start": "ten"}]   # the check can fail
+    assert list(validator.iter_errors(bad))
+
+
+def test_fiftyone_reads_our_export_when_installed(tmp_path):
+    """FiftyOne's own importer parses the export (support = the event's frames, confidence = the
+    relevance). fiftyone is ~1 GB and needs MongoDB to build a dataset, so it is not installed by
+    the project; this runs where a user has it."""
+    pytest.importorskip("fiftyone")
+    import fiftyone.utils.data as foud
+
+    rows = _rows(tmp_path / "v1.mp4")
+    rows[0].update(event_start_s=1.0, event_end_s=2.0, event_start_frame=10, event_end_frame=20, relevance=0.62)
+    out = tmp_path / "out"
+    export_results(rows[:1], out, formats=["fiftyone"], context={"query": "q", "match": {"event": "cut_in"}})
+    imp = foud.FiftyOneTemporalDetectionDatasetImporter(dataset_dir=str(out / "fiftyone"), data_path="data.json")
+    with imp:
+        items = list(imp)
+    assert len(items) == 1
+    det = items[0][2].detections[0]
+    assert det.label == "cut_in" and list(det.support) == [11, 21] and det.confidence == 0.62
