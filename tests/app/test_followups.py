@@ -133,7 +133,7 @@ def test_library_menu_finds_missing_relinks_and_removes_videos(qtbot, window, fo
     assert w.open_library(str(root / "lib"))
     assert [a.text().replace("&", "") for a in w.menuBar().actions()][:2] == ["File", "Library"]
     picked: list[str] = []
-    monkeypatch.setattr("app.main_window.QFileDialog.getExistingDirectory",
+    monkeypatch.setattr("PySide6.QtWidgets.QFileDialog.getExistingDirectory",
                         lambda *a, **k: picked.pop(0))
     paths = lambda: {v["id"]: v["path"] for v in w.library.list_videos()}  # noqa: E731
     # 1. the footage moved A -> B: Find missing videos lists them, then finds them by content

@@ -204,7 +204,7 @@ def test_j8_saved_search_reopens_same_ranking(qtbot, app_settings, library_copy,
     w.show()
     w.open_library(str(library_copy))
     resp = _search(qtbot, w)
-    monkeypatch.setattr("app.main_window.QInputDialog.getText", lambda *a, **k: ("cut-ins", True))
+    monkeypatch.setattr("PySide6.QtWidgets.QInputDialog.getText", lambda *a, **k: ("cut-ins", True))
     qtbot.keyClick(w.table, Qt.Key.Key_S, Qt.KeyboardModifier.ControlModifier)
     ids = [h.video_id for h in resp.hits]
     w.close()

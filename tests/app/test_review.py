@@ -345,7 +345,7 @@ def test_opening_a_video_folder_offers_to_index_it(qtbot, window, tmp_path, monk
     videos.mkdir()
     make_clip(videos / "a.mp4", n_frames=20, fps=10.0, size=(320, 180))
     w = window
-    monkeypatch.setattr("app.main_window.QFileDialog.getExistingDirectory",
+    monkeypatch.setattr("PySide6.QtWidgets.QFileDialog.getExistingDirectory",
                         lambda *a, **k: str(videos))
     met = answer_dialogs(qtbot, lambda d: click_button(qtbot, d, "Index the videos"))
     qtbot.keyClick(w, Qt.Key.Key_O, Qt.KeyboardModifier.ControlModifier)     # File → Open library…
@@ -452,7 +452,7 @@ def test_menu_bar_shortcuts_context_menu_marks_and_window_state(qtbot, app_setti
     click_menu_action(qtbot, w.results_menu, "Mark not relevant")
     assert w.model.marks.get("gen_cutin_b") is False
     opened = []
-    monkeypatch.setattr("app.main_window.QDesktopServices.openUrl",
+    monkeypatch.setattr("PySide6.QtGui.QDesktopServices.openUrl",
                         lambda url: opened.append(url.toLocalFile()) or True)
     right_click(qtbot, w.table.viewport(), rect.center())
     qtbot.waitUntil(lambda: w.results_menu.isVisible(), timeout=3000)
