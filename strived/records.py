@@ -212,6 +212,9 @@ class VideoRecords:
                 tid = o["track"]
                 if isinstance(tid, bool) or not isinstance(tid, int):
                     raise RecordsError(f"must be an integer, found {tid!r}", path=P, frame=j, key=f"{key0}.track")
+                if not 0 <= tid <= MAX_TRACK_ID:   # -1 means the ego in traces; the store holds int64
+                    raise RecordsError(f"must be between 0 and {MAX_TRACK_ID}, found {tid}", path=P, frame=j,
+                                       key=f"{key0}.track")
                 cls_ = o["cls"]
                 if not isinstance(cls_, str) or not cls_:
                     raise RecordsError(f"must be a non-empty string, found {cls_!r}", path=P, frame=j,
@@ -290,6 +293,10 @@ class VideoRecords:
 #: may start late; anything beyond is another unit or a sentinel, never a real clip.
 SPAN_FACTOR = 1.5
 SPAN_SLACK_S = 2.0
+
+
+#: the largest track id a records file may use (a 32-bit id; larger ones are refused, not wrapped)
+MAX_TRACK_ID = 2**31 - 1
 
 
 def _check_span(info: "VideoInfo", t: np.ndarray, path) -> None:

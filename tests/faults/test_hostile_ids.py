@@ -216,3 +216,25 @@ def test_long_non_ascii_ids_export_within_the_file_name_byte_limit(tmp_path, cap
     assert main(["export", str(tmp_path / "out"), "--library", str(lib)]) == 0
     names = [p.name for p in (tmp_path / "out").iterdir()]
     assert names and all(len(n.encode("utf-8")) <= 255 for n in names)
+
+
+@pytest.mark.parametrize("tid", [10**30, 2**63, -1])
+def test_a_track_id_out_of_range_is_refused_by_name(tmp_path, tid):
+    """A records file with a track id SQLite cannot hold (10^30 crashed the import with an
+    OverflowError) or the ego's -1: a clear error naming the frame and key; nothing imported."""
+    rec = synth_records(1)[0]
+    doc = rec.to_json_dict()
+    first = doc["frames"][0]["objects"][0]["track"]
+    for f in doc["frames"]:
+        for o in f["objects"]:
+            if o["track"] == first:
+                o["track"] = tid
+    src = tmp_path / "big.json"
+    src.write_text(json.dumps(doc))
+    r = run_cli("import", str(src), "--library", str(tmp_path / "lib"))
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "objects[0].track" in r.stderr and "between 0 and 2147483647" in r.stderr
+    from strived.store import Library
+
+    with Library.open(tmp_path / "lib", create=True) as lib:
+        assert len(lib) == 0
