@@ -94,7 +94,13 @@ class VideoRecords:
         p = Path(path)
         try:
             with open(p, "r", encoding="utf-8") as fh:
-                d = json.load(fh)
+                text = fh.read()
+            d = json.loads(text)
+            if "\\ud" in text.lower():   # an escaped surrogate: a lone one is no Unicode text
+                json.dumps(d, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise RecordsError("contains text that is not valid Unicode (a lone surrogate escape such as "
+                               "\\udcff)", path=str(p)) from None
         except json.JSONDecodeError as e:
             raise RecordsError(f"not valid JSON (line {e.lineno}, column {e.colno}): {e.msg}",
                                path=str(p)) from None

@@ -93,6 +93,12 @@ def plan(folder: Path, lib, config_key: str, *, retry_failed: bool = False,
     gone_sizes = {k[0] for k in gone}
     todo: list[IndexItem] = []
     for p in videos:
+        try:  # a name in another encoding (bytes that are not UTF-8) cannot be stored or shown
+            str(p).encode("utf-8")
+        except UnicodeEncodeError:
+            rep.failed.append((os.fsencode(p).decode("utf-8", "backslashreplace"),
+                               "its file name is not valid UTF-8: rename the file to index it"))
+            continue
         try:  # a symlink loop or a dangling link named *.mp4 fails here: that file only
             key = str(p.resolve(strict=True))
             if not os.path.isfile(key):

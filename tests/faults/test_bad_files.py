@@ -5,6 +5,7 @@ sub-folders were skipped silently)."""
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
@@ -113,3 +114,20 @@ def test_unreadable_subfolder_is_reported(folder, tmp_path, monkeypatch, capsys,
     rc = args.func(args)
     err = capsys.readouterr().err
     assert rc == 0 and f"cannot read folder {locked}: Permission denied" in err
+
+
+def test_a_file_name_that_is_not_utf8_is_reported_not_a_crash(tmp_path, fast_embedder):
+    """Bytes that are not UTF-8 in a file name (another system's encoding) could not be stored:
+    indexing crashed with a UnicodeEncodeError. Now that file is reported by name, the rest go on."""
+    src = tmp_path / "trip"
+    src.mkdir()
+    write_video(src / "good.mp4", n_frames=12)
+    try:   # bytes paths: OpenCV itself crashes (segfault) on such a name, which is why it is refused
+        shutil.copyfile(os.fsencode(str(src / "good.mp4")), os.fsencode(str(src)) + b"/bad\xffname.mp4")
+    except (OSError, UnicodeError):
+        pytest.skip("this file system refuses names that are not UTF-8")
+    with Library.open(tmp_path / "lib", create=True) as lib:
+        rep = index_folder(src, lib, detector=FakeDetector())
+        assert rep.indexed == ["good"]
+        assert [(p.rsplit("/", 1)[-1], why) for p, why in rep.failed] == \
+            [("bad\\xffname.mp4", "its file name is not valid UTF-8: rename the file to index it")]

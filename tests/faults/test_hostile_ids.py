@@ -238,3 +238,19 @@ def test_a_track_id_out_of_range_is_refused_by_name(tmp_path, tid):
 
     with Library.open(tmp_path / "lib", create=True) as lib:
         assert len(lib) == 0
+
+
+def test_a_lone_surrogate_in_a_records_file_is_refused_by_name(tmp_path):
+    """A JSON escape like \\udcff parses into a string SQLite cannot store (the import crashed
+    with a UnicodeEncodeError); a proper escaped pair (an emoji) stays fine."""
+    doc = synth_records(1)[0].to_json_dict()
+    doc["video"]["path"] = "/footage/x\udcffy.mp4"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))                 # ensure_ascii: written as the escape
+    r = run_cli("import", str(bad), "--library", str(tmp_path / "lib"))
+    assert r.returncode != 0 and "Traceback" not in r.stderr and "lone surrogate" in r.stderr
+    doc["video"]["path"] = "/footage/trip \U0001F697.mp4"
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(doc))                # an escaped surrogate pair
+    assert "\\ud83d" in good.read_text()
+    assert VideoRecords.load(good).info.path == "/footage/trip \U0001F697.mp4"
