@@ -3,10 +3,10 @@
 Each worker process loads the detector once and perceives whole videos with ``threads`` CPU
 threads of its own (OpenCV, onnxruntime, torch); this process receives the finished records and
 writes them (SQLite is written from one process only). On 2 cores, two single-threaded workers
-index the bench-dev videos about 1.4x faster than one process using both cores, because ego
-motion, tracking and decoding are largely serial; on a GPU workstation every worker sends its
-frames to the same GPU (one CUDA context each, about 0.5 GB of GPU memory per worker) while the
-CPU-side stages run on all cores.
+index the bench-dev videos x2.42 real time against x1.75 for one process using both cores
+(docs/report/throughput/), because ego motion, tracking and decoding are largely serial; on a GPU
+workstation every worker sends its frames to the same GPU (one CUDA context each: GPU memory grows
+with the number of workers; not measured here) while the CPU-side stages run on all cores.
 
 A worker that dies (out of memory, a crash in a native library) fails the video it held and only
 that one: the pool is rebuilt and the remaining videos go on, one at a time, so a video that kills
