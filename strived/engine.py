@@ -346,7 +346,9 @@ def _dense(library, query: str, top_k: int | None, cancel: CancelFn = None):
         if emb is not None:
             def preload():
                 if len(open_dense_index(library, emb)) == 0:
-                    emb.load()                       # what dense_ranking checks for an empty index
+                    # what dense_ranking checks for an empty index (without loading the model
+                    # where the embedder can say whether it is installed)
+                    (getattr(emb, "check_installed", None) or emb.load)()
                 else:
                     emb.embed_texts([query])
 

