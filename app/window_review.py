@@ -101,32 +101,26 @@ class ReviewControl:
 
     def undo(self) -> None:
         """Edit → Undo: the focused text field's undo, else the last marks, else the rule edit."""
-        ed = _text_editor(QApplication.focusWidget())
-        if ed is not None:        # a focused text field (the query, a form box, the JSON): its own
-            ed.undo()
-        elif self._mark_undo:
-            batch = self._mark_undo.pop()
-            for vid, before, _after in batch:
-                self._set_mark(vid, before)
-            self._mark_redo.append(batch)
-            self.refresh_stats()
-        elif self.rule_editor.text.document().isUndoAvailable():
-            self.tabs.setCurrentWidget(self.rule_editor)
-            self.rule_editor.text.undo()
+        self._undo_redo(redo=False)
 
     def redo(self) -> None:
+        self._undo_redo(redo=True)
+
+    def _undo_redo(self, redo: bool) -> None:
         ed = _text_editor(QApplication.focusWidget())
-        if ed is not None:
-            ed.redo()
-        elif self._mark_redo:
-            batch = self._mark_redo.pop()
-            for vid, _before, after in batch:
-                self._set_mark(vid, after)
-            self._mark_undo.append(batch)
+        src, dst = (self._mark_redo, self._mark_undo) if redo else (self._mark_undo, self._mark_redo)
+        doc = self.rule_editor.text.document()
+        if ed is not None:        # a focused text field (the query, a form box, the JSON): its own
+            ed.redo() if redo else ed.undo()
+        elif src:
+            batch = src.pop()
+            for vid, before, after in batch:
+                self._set_mark(vid, after if redo else before)
+            dst.append(batch)
             self.refresh_stats()
-        elif self.rule_editor.text.document().isRedoAvailable():
+        elif doc.isRedoAvailable() if redo else doc.isUndoAvailable():
             self.tabs.setCurrentWidget(self.rule_editor)
-            self.rule_editor.text.redo()
+            self.rule_editor.text.redo() if redo else self.rule_editor.text.undo()
 
     def compare_selected(self) -> None:
         rows = self.selected_rows()

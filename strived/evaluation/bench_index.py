@@ -10,7 +10,6 @@ largest process.
 from __future__ import annotations
 
 import json
-import os
 import platform
 import resource
 import subprocess
@@ -84,6 +83,3 @@ def format_row(r: dict) -> str:
             f"perception {r['perception_wall_s']:.1f} s, text index {r['text_index_s']:.1f} s; "
             f"peak RSS {r['peak_rss_mb']:.0f} MB]\n  stage shares: {shares}")
 
-
-def cpu_env() -> dict:
-    return {"cpu_count": os.cpu_count()}
