@@ -682,6 +682,12 @@ class HFDetector:
         try:
             self.model = AutoModelForObjectDetection.from_pretrained(str(model_dir), local_files_only=True)
         except Exception as e:
+            if "weights_only" in str(e) or type(e).__name__ == "UnpicklingError":
+                # torch refused a pickle that holds more than tensors; nothing of it was run
+                raise DetectorError(
+                    f"cannot load transformers detector from {model_dir}: its weights file is a "
+                    "pickle holding more than tensors (code is never run from a model file); use "
+                    "a model saved as safetensors") from None
             raise DetectorError(f"cannot load transformers detector from {model_dir}: {e}") from e
         try:
             self.processor = AutoImageProcessor.from_pretrained(str(model_dir), local_files_only=True)

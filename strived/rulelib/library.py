@@ -128,25 +128,18 @@ class RuleLibrary:
 
     @classmethod
     def from_dict(cls, d: dict, path: str | None = None) -> "RuleLibrary":
-        from ..errors import RuleError
         if not isinstance(d, dict) or d.get("format") != FORMAT:
             raise RuleLibraryError(f"{path or 'library'}: not a {FORMAT} file "
                                    f"(format={d.get('format') if isinstance(d, dict) else None!r})")
-        entries = {}
-        for key, e in d.get("events", {}).items():
-            try:
-                get_event(key)
-            except KeyError as err:
-                raise RuleLibraryError(f"{path or 'library'}: {err.args[0]}") from None
-            try:
-                rule, start = _canonical(e["rule"]), _canonical(e.get("start_rule") or e["rule"])
-            except RuleError as err:
-                raise RuleLibraryError(f"{path or 'library'}: event {key}: {err}") from None
-            entries[key] = LibraryEntry(key, rule, start, bool(e.get("calibrated")), e.get("ap"),
-                                        e.get("start_ap"), int(e.get("iterations") or 0),
-                                        int(e.get("n_pos") or 0), int(e.get("n_neg") or 0),
-                                        e.get("note"))
-        lib = cls(entries, d.get("provenance") or {}, d.get("created"), path)
+        where = path or "library"
+        events, prov = d.get("events", {}), d.get("provenance") or {}
+        if not isinstance(events, dict) or not isinstance(prov, dict):
+            raise RuleLibraryError(f"{where}: 'events' and 'provenance' must be JSON objects")
+        entries = {key: _entry(key, e, where) for key, e in events.items()}
+        if not isinstance(d.get("created"), (str, type(None))) or \
+                not isinstance(d.get("version"), (str, type(None))):
+            raise RuleLibraryError(f"{where}: 'created' and 'version' must be strings")
+        lib = cls(entries, prov, d.get("created"), path)
         if d.get("version") and d["version"] != lib.version:
             lib.provenance = {**lib.provenance, "version_mismatch":
                               f"file says {d['version']}, rules hash to {lib.version} (edited by hand?)"}
@@ -162,6 +155,43 @@ class RuleLibrary:
         except ValueError as e:
             raise RuleLibraryError(f"rule library {p} is not valid JSON: {e}") from None
         return cls.from_dict(d, str(p))
+
+
+def _count(e: dict, name: str, where: str) -> int:
+    v = e.get(name) or 0
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2**31:
+        raise RuleLibraryError(f"{where}: '{name}' must be a count (a whole number >= 0), not {v!r:.40}")
+    return v
+
+
+def _ap(e: dict, name: str, where: str) -> float | None:
+    v = e.get(name)
+    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1):
+        raise RuleLibraryError(f"{where}: '{name}' must be an AP between 0 and 1, not {v!r:.40}")
+    return v
+
+
+def _entry(key: str, e, where: str) -> "LibraryEntry":
+    """One event of a library file, every field checked (a hand-edited or foreign file gets a
+    message naming the event and the field, never a traceback)."""
+    from ..errors import RuleError
+    try:
+        get_event(key)
+    except KeyError as err:
+        raise RuleLibraryError(f"{where}: {err.args[0]}") from None
+    where = f"{where}: event {key}"
+    if not isinstance(e, dict) or "rule" not in e:
+        raise RuleLibraryError(f"{where}: each event must be a JSON object with a 'rule'")
+    note = e.get("note")
+    if note is not None and not isinstance(note, str):
+        raise RuleLibraryError(f"{where}: 'note' must be text")
+    try:
+        rule, start = _canonical(e["rule"]), _canonical(e.get("start_rule") or e["rule"])
+    except RuleError as err:
+        raise RuleLibraryError(f"{where}: {err}") from None
+    return LibraryEntry(key, rule, start, bool(e.get("calibrated")), _ap(e, "ap", where),
+                        _ap(e, "start_ap", where), _count(e, "iterations", where),
+                        _count(e, "n_pos", where), _count(e, "n_neg", where), note)
 
 
 #: Calibration profiles. The paper calibrates rules against the signal distribution of the

@@ -131,3 +131,42 @@ def test_a_file_name_that_is_not_utf8_is_reported_not_a_crash(tmp_path, fast_emb
         assert rep.indexed == ["good"]
         assert [(p.rsplit("/", 1)[-1], why) for p, why in rep.failed] == \
             [("bad\\xffname.mp4", "its file name is not valid UTF-8: rename the file to index it")]
+
+
+class _Payload:
+    """A pickle that, if it were ever run, would create the file named in ``marker``."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+@pytest.mark.parametrize("kind", ["hf", "onnx"])
+def test_a_pickle_named_as_a_model_is_a_message_and_never_runs(tmp_path, kind):
+    """Issue 37: a pickle named as a model file. Nothing of it runs; the user reads why, no traceback."""
+    import pickle
+
+    from tests.faults.conftest import run_cli
+
+    marker = tmp_path / "pwned"
+    videos = tmp_path / "v"
+    videos.mkdir()
+    write_video(videos / "a.mp4", n_frames=6)
+    model = tmp_path / "model"
+    model.mkdir()
+    if kind == "hf":
+        (model / "config.json").write_text('{"model_type": "detr"}')
+        (model / "pytorch_model.bin").write_bytes(pickle.dumps(_Payload(marker)))
+        spec = f"hf:{model}"
+    else:
+        (model / "m.onnx").write_bytes(pickle.dumps(_Payload(marker)))
+        spec = f"onnx:{model / 'm.onnx'}"
+    r = run_cli("index", str(videos), "--library", str(tmp_path / "lib"), "--detector", spec,
+                "--workers", "1", timeout=300)
+    assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "cannot load" in r.stderr
+    if kind == "hf":
+        assert "pickle holding more than tensors" in r.stderr and "weights_only=False" not in r.stderr
+    assert not marker.exists()

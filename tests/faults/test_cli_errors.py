@@ -168,3 +168,44 @@ def test_ray_addresses_and_resources_are_checked_before_any_wait():
         check_feasible({"CPU": 2.0}, 100.0, 0.0)
     with pytest.raises(StrivedError, match="--ray-gpus 1"):
         check_feasible({"CPU": 2.0}, 1.0, 1.0)
+
+
+_LIB = '{"format": "strived.rule_library/1", '
+
+
+@pytest.mark.parametrize("body,msg", [
+    ('"events": []}', "must be JSON objects"),
+    ('"events": "x"}', "must be JSON objects"),
+    ('"events": null}', "must be JSON objects"),
+    ('"events": {}, "provenance": [1]}', "must be JSON objects"),
+    ('"events": {"ego_brake": 3}}', "event ego_brake: each event must be a JSON object with a 'rule'"),
+    ('"events": {"ego_brake": {}}}', "with a 'rule'"),
+    ('"events": {"ego_brake": {"rule": 3}}}', "event ego_brake"),
+    ('"events": {"ego_brake": {"rule": {}, "iterations": "x"}}}', "event ego_brake"),
+    ('"events": {}, "version": [1]}', "must be strings"),
+    ('"events": {"\\ud800": {}}}', "unknown event"),
+])
+def test_malformed_rule_libraries_are_messages(make_library, tmp_path, capsys, body, msg):
+    """Issue 37: nine malformed `--rule-library` shapes (and a lone surrogate as an event name) were
+    tracebacks (AttributeError, TypeError, KeyError, ValueError)."""
+    folder = make_library(2, text_index=False)
+    path = tmp_path / "lib.json"
+    path.write_text(_LIB + body, encoding="utf-8")
+    rc, out, err = _run(capsys, "search", "car", "--library", str(folder), "--rule-library", str(path))
+    assert rc == 1 and msg in err, err
+
+
+@pytest.mark.parametrize("field,value", [("iterations", '"x"'), ("n_pos", "[1]"), ("ap", '"high"'),
+                                         ("ap", "7")])
+def test_rule_library_counts_and_aps_are_checked(tmp_path, capsys, field, value):
+    from strived.rulelib.library import RuleLibrary, RuleLibraryError, load_default_library
+
+    d = load_default_library().to_dict()
+    entry = d["events"]["ego_brake"]
+    path = tmp_path / "lib.json"
+    import json
+
+    entry[field] = json.loads(value)
+    path.write_text(json.dumps(d), encoding="utf-8")
+    with pytest.raises(RuleLibraryError, match=f"event ego_brake: '{field}'"):
+        RuleLibrary.load(path)
