@@ -149,9 +149,12 @@ def unjudgeable(avails: dict[str, dict], rule, videos=None, groups: AvailGroups 
     ``groups``: `AvailGroups` of ``avails`` over the videos asked about (replaces ``videos``)."""
     # a sequence rule cannot be judged when one of its steps cannot (every step must be realised)
     parts = list(rule.sequence) if getattr(rule, "sequence", None) is not None else [rule]
-    # the share of the clip with a value that a "for >= x of the clip" gate needs (x), or that a
-    # "held for >= s seconds" gate needs to be judged (MIN_SECONDS_COVERAGE)
-    fractions = [(g.field, g.min_time_fraction if g.min_seconds is None else MIN_SECONDS_COVERAGE)
+    # the share of the clip with a value an ego gate needs to be judged: x for "for >= x of the
+    # clip" when x is above MIN_GATE_COVERAGE, else MIN_GATE_COVERAGE (a gate met "at some
+    # moment" or "held for s seconds" on a field mostly unknown would read the unknown frames as
+    # "did not happen": issue 37, braking on a clip with acceleration on 10 % of its frames)
+    fractions = [(g.field, max(g.min_time_fraction or 0.0, MIN_GATE_COVERAGE)
+                  if g.min_seconds is None else MIN_GATE_COVERAGE)
                  for p in parts for g in p.hard_gates if g.field in EGO_FIELDS]
     parts = [(list(dict.fromkeys(g.field for g in p.hard_gates)),
               list(dict.fromkeys(s.field for s in p.soft_scores))) for p in parts]
@@ -163,11 +166,13 @@ def unjudgeable(avails: dict[str, dict], rule, videos=None, groups: AvailGroups 
     return dict(zip(groups.ids[at].tolist(), [list(miss_of[g]) for g in groups.group[at].tolist()]))
 
 
-#: A gate held for a duration (``min_seconds``) on an ego field known on less than this share of
-#: the clip's frames ("mostly unknown", status ``partial``) cannot be judged: every unknown frame
-#: breaks a run, so a clip that stood still for 10 s reads as never still for 3 s when the speed
-#: estimate drops out every other second; such a video is unknown, not a non-match.
-MIN_SECONDS_COVERAGE = 0.5
+#: An ego hard gate on a field known on less than this share of the clip's frames ("mostly
+#: unknown", status ``partial``) cannot be judged, whatever its form: the unknown frames could
+#: decide either way (a gate held for a duration is worse still: every unknown frame breaks a
+#: run). Such a video is unknown, not a non-match, in every rule, explanation and export. The
+#: value is the line between ``estimated`` and ``partial``, not fitted.
+MIN_GATE_COVERAGE = 0.5
+MIN_SECONDS_COVERAGE = MIN_GATE_COVERAGE   # the name earlier code and docs use
 
 
 def _missing(av: dict, parts: list, fractions: list) -> list[str]:
@@ -189,7 +194,7 @@ def _why(av: dict | None, f: str) -> str:
     """Why a video with availability ``av`` cannot be judged on ``f``, in words."""
     e = (av or {}).get(DERIVED_FROM.get(f, f)) or {}
     if field_available(av, f):   # judged on a share of the clip too small
-        return f"{FIELD_WORDS.get(f, f)} known on too little of the clip"
+        return f"{FIELD_WORDS.get(f, f)} known on too little of the clip"   # grouped: no number
     key = f"{FIELD_WORDS.get(f, f)} not " + ("in the imported records" if e.get("source") == "records"
                                             else "estimated from video")
     reason = e.get("reason")

@@ -200,3 +200,35 @@ def test_fields_some_video_has_follow_the_library_as_it_changes(tmp_path):
     assert "speed" in engine.available_fields(lib, "video")
     assert "speed" not in engine.available_fields(lib, "video", videos={"video"})
     lib.close()
+
+
+BRAKE = {"event": "ego_brake", "entity": {"role": "ego"},
+         "hard_gates": [{"field": "accel", "op": "lt", "value": -1.0}],
+         "soft_scores": [{"type": "temporal_change", "field": "speed", "window_seconds": 4.0,
+                          "magnitude": 6.0, "direction": "negative"}]}
+
+
+def test_a_gate_met_at_some_moment_on_a_mostly_unknown_field_cannot_judge(tmp_path):
+    """Issue 37 item 8: acceleration known on 10 % of a clip's frames made the braking rule call it
+    a silent non-match (the braking may sit in the 90 % unknown); it is 'cannot judge' now, like
+    every other gate on a mostly unknown ego field. Known on 60 %: judged as before."""
+    from strived.availability import MIN_GATE_COVERAGE, measure_availability
+
+    lib = Library.open(tmp_path / "lib", create=True)
+    recs = []
+    for vid, known in (("most", 0.6), ("little", 0.1)):
+        r = synth_video(vid, seed=4)
+        n = len(r.t)
+        r.ego["accel"][:] = 0.0
+        r.ego["accel"][int(round(known * n)):] = np.nan
+        r.info.attrs["perception"] = {"perception_version": 2}
+        r.info.attrs["availability"] = measure_availability(r)
+        recs.append(r)
+    lib.add_videos(recs)
+    assert 0.1 < MIN_GATE_COVERAGE <= 0.6
+    resp = engine.search(lib, "the ego car brakes hard", rule=BRAKE, sources=("rule",))
+    assert resp.rule_unjudged == {"little": ["accel"]}
+    note = [n for n in resp.notices if "could not judge" in n]
+    assert note and "ego acceleration known on too little of the clip: 1" in note[0]
+    assert resp.to_dict()["rule_cannot_evaluate"] == {"little": ["accel"]}
+    lib.close()
