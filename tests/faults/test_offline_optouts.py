@@ -69,6 +69,92 @@ def test_the_connection_filter_tells_loopback_from_outside():
     assert outside_connections(log) == ["10.0.0.2", "2603:1030::1"]
 
 
+#: the system calls that write, create or delete a path (strace -e trace=...)
+WRITE_CALLS = "open,openat,creat,mkdir,mkdirat,rename,renameat,renameat2,unlink,unlinkat,link,linkat," \
+              "symlink,symlinkat,truncate"
+_WRITE_SET = frozenset(WRITE_CALLS.split(","))
+_CALL = re.compile(r'^(?:\d+ +)?(\w+)\((.*)\) += (-?\d+)', re.M)
+# a path argument, after its directory fd when it has one ("3</lib/cache>, "x"" with strace -y)
+_DIR_PATH = re.compile(r'(?:\d+<([^>]*)>, )?"((?:[^"\\]|\\.)*)"')
+
+
+def written_paths(strace_log: str, cwd: Path) -> list[Path]:
+    """The paths an strace log (written with ``-y``, so directory fds carry their paths) shows
+    written, created, renamed to or from, or deleted (successful calls only; an open counts when its
+    flags can write). Relative paths are taken from their directory fd, or ``cwd``."""
+    out = []
+    for call, args, rc in _CALL.findall(strace_log):
+        if int(rc) < 0 or call not in _WRITE_SET:
+            continue
+        if call in ("open", "openat") and not re.search(r"O_WRONLY|O_RDWR|O_CREAT|O_TRUNC", args):
+            continue
+        paths = [(base, p) for base, p in _DIR_PATH.findall(args)]
+        if call in ("link", "linkat", "symlink", "symlinkat"):
+            paths = paths[-1:]            # the new name is the write
+        out += [p if os.path.isabs(p) else os.path.join(base or str(cwd), p) for base, p in paths]
+    return [Path(os.path.normpath(p)) for p in out]
+
+
+def stray_writes(strace_log: str, allowed: list[Path], cwd: Path) -> list[str]:
+    """Written paths under none of ``allowed`` (folders, or single files such as /dev/null)."""
+    def ok(p: Path) -> bool:
+        return any(p == a or a in p.parents for a in allowed)
+    return sorted({str(p) for p in written_paths(strace_log, cwd) if not ok(p)})
+
+
+def test_the_write_filter_finds_writes_and_skips_reads_and_failures(tmp_path):
+    log = ('12 openat(AT_FDCWD, "/etc/passwd", O_RDONLY|O_CLOEXEC) = 3\n'
+           '12 openat(AT_FDCWD, "/home/u/.cache/Microsoft/id", O_WRONLY|O_CREAT|O_TRUNC, 0666) = 4\n'
+           '12 openat(AT_FDCWD, "/lib/x.db", O_RDWR|O_CREAT, 0644) = 5\n'
+           '12 openat(AT_FDCWD, "/nope/y", O_WRONLY|O_CREAT, 0644) = -1 ENOENT (No such file or directory)\n'
+           '13 rename("/lib/a.tmp", "/elsewhere/a") = 0\n'
+           '13 mkdir("rel", 0777) = 0\n'
+           '13 openat(7</lib/cache>, "f.tmp", O_WRONLY|O_CREAT|O_EXCL, 0600) = 8</lib/cache/f.tmp>\n'
+           '13 renameat(7</lib/cache>, "f.tmp", 9</other>, "f") = 0\n'
+           '13 unlink("/dev/shm/sem.x") = 0\n'
+           'openat(AT_FDCWD, "/dev/null", O_WRONLY) = 6\n'
+           '14 execve("/usr/bin/python", ["python", "/elsewhere/b"], 0x7ff /* 3 vars */) = 0\n')
+    got = stray_writes(log, [Path("/lib"), Path("/dev/shm"), Path("/dev/null")], tmp_path)
+    assert got == sorted(["/home/u/.cache/Microsoft/id", "/elsewhere/a", str(tmp_path / "rel"), "/other/f"])
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace not installed (run.sh installs it)")
+def test_index_search_and_export_write_only_where_they_may(tmp_path):
+    """Issue 37: under strace -f, `strived index --workers 2`, `search` and `export-results --clips`
+    write only into the library, the export folder, the app's config/cache folders and the temp
+    folder (and /dev/shm for the workers' semaphores, /dev/null): no device id of a dependency, no
+    cache in the home folder, nothing in the working folder."""
+    from tests.perception.conftest import write_video
+
+    src, cwd, home, tmp, lib, out = (tmp_path / n for n in ("videos", "cwd", "home", "tmp", "lib", "out"))
+    for d in (src, cwd, home, tmp):
+        d.mkdir()
+    for k in range(2):
+        write_video(src / f"v{k}.mp4", n_frames=12, box_speed_px=3.0 + k)
+    exe = str(Path(sys.executable).parent / "strived")
+    env = dict(_clean_env(), HOME=str(home), TMPDIR=str(tmp), PYTHONDONTWRITEBYTECODE="1")
+    for k in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME"):
+        env.pop(k, None)
+    allowed = [lib, out, home / ".config" / "strived", home / ".cache" / "strived", tmp,
+               Path("/dev/shm"), Path("/dev/null"), Path("/dev/tty")]
+    runs = [[exe, "index", str(src), "--library", str(lib), "--workers", "2", "--quiet"],
+            [exe, "search", "a car moves right", "--library", str(lib), "--json"],
+            [exe, "export-results", "a car moves right", str(out), "--library", str(lib), "--clips",
+             "reencode", "--format", "openlabel"]]
+    for k, cmd in enumerate(runs):
+        log = tmp_path / f"strace{k}.log"
+        r = subprocess.run(["strace", "-f", "-qq", "-y", "-e", f"trace={WRITE_CALLS}", "-o", str(log), *cmd],
+                           env=env, capture_output=True, text=True, timeout=600, cwd=cwd)
+        if r.returncode != 0 and "ptrace" in (r.stderr or ""):
+            pytest.skip(f"strace cannot trace here: {r.stderr.strip()[:200]}")
+        assert r.returncode == 0, (cmd, r.stderr[-2000:])
+        text = log.read_text()
+        assert stray_writes(text, allowed, cwd) == [], cmd
+        if k != 1:   # the audit sees the command's real writes (it cannot pass by seeing nothing)
+            assert any((lib if k == 0 else out) in p.parents for p in written_paths(text, cwd)), cmd
+    assert any(out.rglob("*.mp4")) and any(out.rglob("*.json"))
+
+
 @pytest.mark.skipif(shutil.which("strace") is None, reason="strace not installed (run.sh installs it)")
 def test_the_demo_indexes_a_real_clip_and_searches_without_any_outside_connection(tmp_path):
     """`strived demo` runs perception (onnxruntime), the text embedder (transformers) and every
@@ -100,13 +186,18 @@ def test_indexing_with_worker_processes_and_the_app_self_test_stay_offline(tmp_p
             [sys.executable, "-m", "app", "--self-test"]]
     for k, cmd in enumerate(runs):
         log = tmp_path / f"strace{k}.log"
-        env = dict(_clean_env(), QT_QPA_PLATFORM="offscreen", HOME=str(tmp_path / "home"))
-        r = subprocess.run(["strace", "-f", "-qq", "-e", "trace=connect,execve", "-o", str(log), *cmd], env=env,
-                           capture_output=True, text=True, timeout=600, cwd=Path(__file__).resolve().parents[2])
+        (tmp_path / "tmp").mkdir(exist_ok=True)
+        env = dict(_clean_env(), QT_QPA_PLATFORM="offscreen", HOME=str(tmp_path / "home"),
+                   TMPDIR=str(tmp_path / "tmp"), PYTHONDONTWRITEBYTECODE="1")
+        r = subprocess.run(["strace", "-f", "-qq", "-y", "-e", f"trace=connect,execve,{WRITE_CALLS}", "-o", str(log),
+                            *cmd], env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
         if r.returncode != 0 and "ptrace" in (r.stderr or ""):
             pytest.skip(f"strace cannot trace here: {r.stderr.strip()[:200]}")
         assert r.returncode == 0, (cmd, r.stderr[-2000:])
         text = log.read_text()
         assert outside_connections(text) == [], cmd
+        home = tmp_path / "home"
+        assert stray_writes(text, [tmp_path / "lib", tmp_path / "tmp", home / ".config" / "strived",
+                                   home / ".cache" / "strived", Path("/dev/shm"), Path("/dev/null")], ROOT) == [], cmd
         if k == 0:   # the workers were traced too: the spawned interpreters
             assert len(re.findall(r"execve\(.*--multiprocessing-fork", text)) >= 2, text[:2000]
