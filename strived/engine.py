@@ -165,16 +165,20 @@ def resolve_profile_rules(query: "str | ParsedQuery", *, library, llm=None) -> t
     """The query's rule for each calibration profile present in ``library`` (videos perceived by
     our pipeline use the ``video`` profile, imported track records the ``tracks`` profile).
     Returns ({profile: rule}, match info of the main profile, with every profile's match)."""
-    from .rulelib.library import PROFILES, load_default_library
+    from .rulelib.learned import learned_notice, search_rules
+    from .rulelib.library import PROFILES
 
     n_of = _profile_counts(library)                            # videos per profile
     present = set(n_of) or {"tracks"}
     rules, matches = {}, {}
     for p in PROFILES:
         if p in present:
-            rules[p], matches[p] = resolve_query_rule(query, library=library, llm=llm,
-                                                      rule_library=load_default_library(profile=p),
+            lib_p, note = search_rules(library, p)        # shipped numbers + any learned here
+            rules[p], matches[p] = resolve_query_rule(query, library=library, llm=llm, rule_library=lib_p,
                                                       available_fields=available_fields(library, p))
+            note = note or learned_notice(lib_p, matches[p], p)
+            if note:
+                matches[p]["notices"].append(note)
     main = max(matches, key=lambda p: (n_of.get(p, 0), p == "tracks"))
     match = dict(matches[main])
     match["profile"] = main

@@ -10,6 +10,8 @@ def register(sub) -> None:
     p.add_argument("key", nargs="?", default=None, help="show one event's rule (a typo gets suggestions)")
     p.add_argument("--profile", choices=["tracks", "video"], default="tracks",
                    help="calibration profile: imported track records (default) or perceived videos")
+    p.add_argument("--library", "-L", default=None,
+                   help="a library folder: show the numbers learned from its marks (`strived learn`) where any")
     p.set_defaults(func=cmd_events)
 
 
@@ -20,6 +22,13 @@ def cmd_events(args) -> int:
     from ..rulelib.library import load_default_library
 
     lib = load_default_library(profile=args.profile)
+    if args.library:
+        from ..rulelib.learned import overlay
+        from ..store import Library
+
+        with Library.open(args.library) as store:
+            lib = overlay(lib, store, args.profile)
+    learned = (lib.provenance.get("learned") or {}).get("events", {})
     if args.key:
         try:
             ev = get_event(args.key)
@@ -40,5 +49,6 @@ def cmd_events(args) -> int:
     for ev in EVENTS:
         e = lib.entries.get(ev.key)
         cal = "yes" if e is not None and e.calibrated else "no"
-        print(f"{ev.key:24s} {ev.subject:6s} {cal:4s} {ev.name}")
+        mark = f"  [learned here, v{learned[ev.key]}]" if ev.key in learned else ""
+        print(f"{ev.key:24s} {ev.subject:6s} {cal:4s} {ev.name}{mark}")
     return 0

@@ -152,16 +152,27 @@ def marks_from_library(db, videos: list[str], matcher=None) -> WeakLabels:
     A relevant mark is a positive; a not-relevant mark an explicit negative (it overrides weaker
     sources in `WeakLabels.merge`).
     """
+    pos, neg = {}, {}
+    for _query, vid, relevant, ev in mark_rows(db, matcher):
+        (pos if relevant else neg).setdefault(ev, set()).add(vid)
+    return WeakLabels(list(videos), pos, {}, neg, ["marks"])
+
+
+def mark_rows(db, matcher=None) -> list[tuple[str, str, bool, str]]:
+    """(query, video id, relevant, library event) of every stored mark whose query concerns a
+    library event: the event recorded with the mark, else the offline matcher's for the query."""
     if matcher is None:
         from ..matcher import match_offline as matcher
-    pos, neg = {}, {}
+    out, seen = [], {}
     for query, vid, relevant, event in db.execute(
-            "SELECT query, video_id, relevant, event FROM marks"):
-        ev = event if event in EVENT_KEYS else matcher(query).event
-        if ev not in EVENT_KEYS:
-            continue
-        (pos if int(relevant) else neg).setdefault(ev, set()).add(str(vid))
-    return WeakLabels(list(videos), pos, {}, neg, ["marks"])
+            "SELECT query, video_id, relevant, event FROM marks ORDER BY created_at, query, video_id"):
+        if event not in EVENT_KEYS:
+            if query not in seen:
+                seen[query] = matcher(query).event
+            event = seen[query]
+        if event in EVENT_KEYS:
+            out.append((str(query), str(vid), bool(int(relevant)), event))
+    return out
 
 
 # ---- a benchmark folder's own labels ----------------------------------------------------------
