@@ -31,8 +31,8 @@ from pathlib import Path
 from ..query import ParsedQuery
 from .fusion import RRF_K, weighted_rrf
 from .metrics import average_precision
+from .router_words import SOURCES, offline_route
 
-SOURCES = ("rule", "dense", "bm25")
 GRID = (0.0, 0.25, 0.5, 1.0)
 MIN_QUERIES = 3
 MIN_GAIN = 0.10   # a fitted triple replaces the word-list weights only when it gains this much mean AP
@@ -54,8 +54,6 @@ def candidate_weights() -> list[dict[str, float]]:
 
 def query_kind(query: "str | ParsedQuery", dense_kind: str = "text") -> str:
     """The cell a query falls in: subject / end position / surface words / dense kind."""
-    from .router import offline_route
-
     d = offline_route(query).details
     surf = "surface" if d.get("surface_tokens") else "plain"
     return f"{d.get('subject')}|{d.get('end_position')}|{surf}|{dense_kind}"
@@ -84,8 +82,6 @@ def _ap(ex: Example, w: dict[str, float]) -> float:
 
 def wordlist_weights(query: "str | ParsedQuery") -> dict[str, float]:
     """The word-list router's weights for ``query`` (the prior a fitted cell must beat)."""
-    from .router import offline_route
-
     w = offline_route(query).weights
     return {s: float(w.get(s, 0.0)) for s in SOURCES}
 
