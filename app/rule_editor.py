@@ -1,12 +1,13 @@
 """The rule behind a query, as a form (``rule_form.RuleForm``: entity, gates, soft scores with field
-pickers, units and the library's statistics) and as JSON for experts, both editing one document:
+pickers, units and the library's statistics; a sequence rule's steps, gaps and negations) and as
+JSON for experts, both editing one document:
 live validation by the engine's schema with errors shown where they are (by JSON pointer: on the
 form's widget, on the JSON's line), the schema's description of the key under the cursor, re-rank
 instantly, save to the library.
 
 The JSON text is the one document: a form edit writes it (one undoable edit), a JSON edit (or
-undo, reset, a new search) loads it into the form. A rule the form cannot show (a sequence...)
-opens in the JSON tab, and the form tab says why."""
+undo, reset, a new search) loads it into the form. A rule the form cannot show (an unknown key...)
+opens in the JSON tab, and the form tab says why, instead of a form."""
 
 from __future__ import annotations
 
