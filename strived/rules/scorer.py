@@ -32,8 +32,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..jobs import CancelFn, cancel_scope, check_cancel
+from .candidates import candidate_units
 from .columns import TrackColumns
+from .explain import explain_video
 from .model import EGO_FIELDS, Rule, SoftScore
+from .sequence import run_sequence, sequence_term_means
 
 
 _MISSING = object()
@@ -122,29 +125,7 @@ class RuleScorer:
     # ------------------------------------------------------------------
     def candidates(self, rule: Rule) -> tuple[np.ndarray, np.ndarray, bool]:
         """(unit mask, unit owner video index, is_ego) for the rule's entity."""
-        cols = self.columns
-        if rule.entity.role == "ego":
-            return np.ones(cols.n_videos, bool), cols.ego.owner, True
-        T = cols.tracks
-        if rule.entity.class_filter is None:
-            mask = np.ones(T.n, bool)
-        else:
-            codes = [i for i, c in enumerate(cols.cls_names) if c in rule.entity.class_filter]
-            mask = np.isin(cols.track_cls, np.asarray(codes, np.int16)) if codes else np.zeros(T.n, bool)
-        if rule.entity.selection == "closest" and mask.any():
-            md = cols.mean("distance")
-            key = np.where(mask & ~np.isnan(md), md, np.inf)
-            # per video: candidate with smallest mean distance (ties: lowest track id); videos
-            # whose candidates have no distance at all keep their lowest-id candidate
-            key = np.where(mask & np.isnan(md), 1e300, key)
-            order = np.lexsort((cols.track_ids, key, T.owner))
-            owners = T.owner[order]
-            first = np.r_[True, owners[1:] != owners[:-1]]
-            chosen = order[first]
-            chosen = chosen[mask[chosen]]
-            mask = np.zeros(T.n, bool)
-            mask[chosen] = True
-        return mask, T.owner, False
+        return candidate_units(self.columns, rule.entity)
 
     def score(self, rule: Rule, binarize: bool = False, cancel: CancelFn = None) -> ScoreResult:
         """Score every video; exact implementation of the appendix formulas (see module doc).
@@ -158,8 +139,6 @@ class RuleScorer:
         cols = self.columns
         V = cols.n_videos
         if rule.sequence is not None:
-            from .sequence import run_sequence
-
             scores, peak, st = run_sequence(cols, rule, binarize=binarize)
             self._remember_means(rule, binarize, st.term_means)
             return ScoreResult(video_ids=list(cols.video_ids), scores=scores,
@@ -282,8 +261,6 @@ class RuleScorer:
         if hit is not _MISSING:
             return hit
         if rule.sequence is not None:
-            from .sequence import sequence_term_means
-
             means = sequence_term_means(self.columns, rule)
             self._remember_means(rule, binarize, means)
             return means
@@ -292,6 +269,4 @@ class RuleScorer:
     def explain(self, video_id: str, rule: Rule):
         """Per-track per-frame traces, the peak track and the time span where the score peaked;
         unknown terms take this corpus's expected values (the numbers `score` uses)."""
-        from .explain import explain_video
-
         return explain_video(self.records(video_id), rule, term_means=self.term_means(rule))

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .candidates import candidate_units
 from .columns import _US, T_EPS, TrackColumns, _compare, _range_extreme
 from .model import EGO_FIELDS, MAX_SECONDS, Rule
 
@@ -50,16 +51,8 @@ from .model import EGO_FIELDS, MAX_SECONDS, Rule
 
 def _candidate_mask(cols: TrackColumns, entity) -> np.ndarray:
     """Candidate tracks of an object fragment (class filter; 'closest' keeps one per video)."""
-    from .scorer import RuleScorer
-
-    sc = RuleScorer(None, columns=cols)
-    mask, _, _ = sc.candidates(_EntityOnly(entity))
+    mask, _, _ = candidate_units(cols, entity)
     return mask
-
-
-@dataclass(frozen=True)
-class _EntityOnly:
-    entity: object
 
 
 def _fragment_terms(cols: TrackColumns, frag, mask: np.ndarray | None):

@@ -47,3 +47,86 @@ def test_engine_never_imports_qt():
 def test_cli_start_imports_no_heavy_library():
     out = _run(LAZY)
     assert "HEAVY []" in out, out
+
+
+def _project_import_graph() -> dict[str, set[str]]:
+    """Module -> project modules it imports, counting imports inside functions (issue 35), not
+    those under ``if TYPE_CHECKING:`` (annotations only)."""
+    import ast
+
+    mods = {}
+    for pkg in ("strived", "app"):
+        for p in (REPO / pkg).rglob("*.py"):
+            name = ".".join(p.relative_to(REPO).with_suffix("").parts)
+            mods[name.removesuffix(".__init__")] = p
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    for m, p in mods.items():
+        base = m if p.name == "__init__.py" else m.rsplit(".", 1)[0]
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        typing_only = {id(n) for b in ast.walk(tree) if isinstance(b, ast.If)
+                       and getattr(b.test, "id", None) == "TYPE_CHECKING" for n in ast.walk(b)}
+        for node in ast.walk(tree):
+            if id(node) in typing_only:    # annotations only: never imported at run time
+                continue
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    parts = base.split(".")
+                    tgt = ".".join(parts[:len(parts) - (node.level - 1)] + ([node.module] if node.module else []))
+                else:
+                    tgt = node.module or ""
+                for a in node.names:   # `from pkg import mod` is an import of pkg.mod
+                    edges[m].add(f"{tgt}.{a.name}" if f"{tgt}.{a.name}" in mods else tgt)
+            elif isinstance(node, ast.Import):
+                edges[m].update(a.name for a in node.names)
+    return {m: {t for t in ts if t in mods and t != m} for m, ts in edges.items()}
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+    for root in edges:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = counter[0]
+        counter[0] += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = counter[0]
+                    counter[0] += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(edges[w]))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    x = stack.pop()
+                    on.discard(x)
+                    comp.append(x)
+                    if x == v:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+    return out
+
+
+def test_the_cycle_finder_finds_a_cycle_through_a_function_level_import():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles_even_through_imports_inside_functions():
+    """Issue 35: zero import cycles among the project's modules, imports inside functions
+    included (they only hide a cycle from the import system, not from the reader)."""
+    assert _cycles(_project_import_graph()) == []
