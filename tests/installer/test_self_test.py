@@ -27,12 +27,13 @@ def test_self_test_passes_in_process(qapp):
 def test_self_test_fails_without_the_detector_weights(qapp, monkeypatch):
     """A broken installation (detector weights missing) must not pass."""
     import strived.perception.detect as detect
+    import strived.perception.detect_nanodet as nanodet
     from app.self_test import run_self_test
 
     def missing(name):
         raise detect.DetectorError(f"model file {name} not found in: resources/models")
 
-    monkeypatch.setattr(detect, "find_model_file", missing)
+    monkeypatch.setattr(nanodet, "find_model_file", missing)
     lines: list[str] = []
     assert run_self_test(out=lines.append) == 1
     text = "\n".join(lines)

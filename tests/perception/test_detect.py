@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 from strived.perception.detect import (CLASS_INDEX, COCO80, DEFAULT_DETECTOR, DetectorError, NanoDetDetector,
-                                       OnnxYoloDetector, _fixed_tiny_cfg, gfl_decode, label_map, make_detector,
-                                       postprocess)
+                                       OnnxYoloDetector, label_map, make_detector, postprocess)
+from strived.perception.detect_nanodet import gfl_decode
+from strived.perception.detect_yolo import _fixed_tiny_cfg
 
 CAR, PED, BIKE = CLASS_INDEX["car"], CLASS_INDEX["pedestrian"], CLASS_INDEX["bicycle"]
 
@@ -361,7 +362,7 @@ def _postprocess_reference(dets, nms_iou=0.45, vehicle_merge_iou=0.7, contained=
 
 
 def test_postprocess_pairwise_rules_equal_reference():
-    from strived.perception.detect import _nms_per_class
+    from strived.perception.detect_base import _nms_per_class
 
     rng = np.random.default_rng(7)
     for _ in range(150):
