@@ -158,6 +158,7 @@ def bench_full(n, reps, t_router, t_embed):
             idx.add(ids[v], [(k, 4.0 * k, 4.0 * k + 4) for k in range(5)], vecs[v * 5:(v + 1) * 5])
         idx.finish_updates()
         qv = rng.normal(size=(reps, 384)).astype(np.float32)
+        qv /= np.linalg.norm(qv, axis=1, keepdims=True)   # an embedder's query vectors are unit length
         rule_rank = list(rng.permutation(ids))   # stand-in ranking for the rule source
 
         def one(i):

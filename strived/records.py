@@ -87,6 +87,40 @@ class VideoRecords:
                 return tr
         raise KeyError(track_id)
 
+    def problem(self) -> str | None:
+        """Why these arrays cannot be one video's records (lengths that disagree, a track sample
+        outside the sampled frames, a repeated track id...), or None. Records built from a file
+        are consistent by construction; this checks ones read back from a damaged library."""
+        n = len(self.t)
+        if not isinstance(self.info.id, str) or not self.info.id:
+            return f"its id {self.info.id!r} is not a video id"
+        if not (isinstance(self.info.fps, (int, float)) and self.info.fps > 0):
+            return f"fps {self.info.fps!r} is not a positive number"
+        if len(self.frame_idx) != n:
+            return f"{len(self.frame_idx)} frame indices for {n} sample times"
+        if n and (not np.all(np.isfinite(self.t)) or np.any(np.diff(self.t) < 0)):
+            return "sample times that are not finite and increasing"
+        bad = [k for k in EGO_FIELDS if len(self.ego[k]) != n or np.isinf(self.ego[k]).any()]
+        if bad:
+            return f"ego {bad[0]}: {len(self.ego[bad[0]])} values for {n} samples, or infinite ones"
+        try:
+            _check_span(self.info, self.t, None)
+        except RecordsError as e:
+            return str(e)
+        seen: set[int] = set()
+        for tr in self.tracks:
+            m = len(tr.pos)
+            if tr.track_id in seen or not isinstance(tr.cls, str) or not tr.cls:
+                return f"track {tr.track_id}: repeated, or without a class"
+            seen.add(tr.track_id)
+            if m == 0 or int(tr.pos.min()) < 0 or int(tr.pos.max()) >= n or np.any(np.diff(tr.pos) <= 0):
+                return f"track {tr.track_id}: its {m} samples are not increasing positions in 0..{n - 1}"
+            bad = [f for f in OBJECT_FIELDS if len(tr.fields.get(f, ())) != m or np.isinf(tr.fields[f]).any()]
+            if bad or (tr.bbox is not None and tr.bbox.shape != (m, 4)):
+                return (f"track {tr.track_id}: {(bad or ['bbox'])[0]} does not have its {m} samples, "
+                        "or has infinite ones")
+        return None
+
     # ------------------------------------------------------------------ file format
     @classmethod
     def load(cls, path: str | os.PathLike) -> "VideoRecords":
@@ -94,6 +128,7 @@ class VideoRecords:
         p = Path(path)
         try:
             with open(p, "r", encoding="utf-8") as fh:
+                _check_file_size(p, fh)
                 text = fh.read()
             d = json.loads(text)
             if "\\ud" in text.lower():   # an escaped surrogate: a lone one is no Unicode text
@@ -231,6 +266,10 @@ class VideoRecords:
                 seen.add(tid)
                 tr = per_track.get(tid)
                 if tr is None:
+                    if len(per_track) >= max_tracks():
+                        raise RecordsError(f"video {info.id!r} has more than {max_tracks()} tracks, the limit "
+                                           f"of one video (set {TRACKS_ENV} to raise it)", path=P, frame=j,
+                                           key=f"{key0}.track")
                     tr = per_track[tid] = {"cls": cls_, "pos": [], "bbox": [], "has_bbox": False,
                                            **{f: [] for f in OBJECT_FIELDS}, "attrs": {}}
                 tr["pos"].append(j)
@@ -299,6 +338,42 @@ class VideoRecords:
 #: may start late; anything beyond is another unit or a sentinel, never a real clip.
 SPAN_FACTOR = 1.5
 SPAN_SLACK_S = 2.0
+
+
+#: Bounds on one records file, checked before work is sized by it (issue 37: a file of 1,000,000
+#: tracks, 129 MB, took 4.9 GB to import and its text index ran for minutes). The largest real
+#: file here (a 16 s clip, 103 tracks) is 1.2 MB. Raised by the environment variables.
+MAX_RECORDS_MB, RECORDS_MB_ENV = 64, "STRIVED_MAX_RECORDS_MB"
+MAX_TRACKS, TRACKS_ENV = 20_000, "STRIVED_MAX_TRACKS"
+
+
+def _env_cap(name: str, default: int) -> int:
+    try:
+        return max(1, int(os.environ.get(name, default)))
+    except ValueError:
+        return default
+
+
+def max_tracks() -> int:
+    """The most tracks one video's records may hold."""
+    return _env_cap(TRACKS_ENV, MAX_TRACKS)
+
+
+def _check_file_size(path: Path, fh) -> None:
+    """Refuse a records file over the size limit before reading it, naming its video (read from
+    the file's first bytes, where the ``video`` object is written)."""
+    import re
+
+    cap = _env_cap(RECORDS_MB_ENV, MAX_RECORDS_MB)
+    size = os.fstat(fh.fileno()).st_size
+    if size <= cap * 1_000_000:
+        return
+    head = os.pread(fh.fileno(), 65536, 0).decode("utf-8", errors="replace")
+    m = re.search(r'"id"\s*:\s*"((?:[^"\\]|\\.){1,200})"', head)
+    who = f"video {m.group(1)!r}" if m else "its video"
+    raise RecordsError(f"the file is {size / 1e6:.0f} MB, over the {cap} MB limit of one records file "
+                       f"({who}); nothing was read. Split the video into shorter clips, or set "
+                       f"{RECORDS_MB_ENV} to raise the limit", path=str(path))
 
 
 #: the largest track id a records file may use (a 32-bit id; larger ones are refused, not wrapped)

@@ -15,9 +15,11 @@ def register(sub) -> None:
     add_library_arg(p)
     p.add_argument("--repair", action="store_true",
                    help="fix an intact library in place: delete orphan rows, bring the BM25 texts "
-                        "and the dense index up to date (a damaged dense index is rebuilt)")
+                        "and the dense index up to date (a damaged dense index, or one built by "
+                        "another embedder, is rebuilt)")
     p.add_argument("--salvage", metavar="NEW_FOLDER",
-                   help="for a damaged database: copy every video that can be read into a new library")
+                   help="for a damaged database: copy every video that can be read whole into a new "
+                        "library (the others are listed with the reason)")
     p.add_argument("--json", action="store_true", help="machine-readable report")
     p.set_defaults(func=cmd_check)
 

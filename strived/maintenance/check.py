@@ -3,14 +3,15 @@
 It looks at, in order: SQLite's own integrity check of every page; rows that belong to no video
 (tracks, texts, thumbnails, indexing state left by an old bug or a hand edit); videos whose track
 count disagrees with their rows; the BM25 texts (a summary per video, built from its current
-records); the dense index (files whole and belonging together, covering the library); files the
-library points to that are gone; and indexing runs that were interrupted.
+records); the dense index (every file hashed against its manifest on every check, built by the
+library's embedder, covering the library); files the library points to that are gone; and
+indexing runs that were interrupted.
 
 ``repair=True`` fixes what can be fixed in place on an intact database: orphan rows are deleted,
-the texts and the dense index are brought up to date (a damaged dense index is rebuilt from the
-library). A database that fails the integrity check is never written: ``salvage_to`` copies every
-video that can still be read (its records, thumbnail, indexing state, and the marks and saved
-searches) into a new library, or the footage is re-indexed into a new library.
+the texts and the dense index are brought up to date (a damaged dense index, or one built by
+another embedder, is rebuilt from the library). A database that fails the integrity check is never
+written: ``salvage_to`` copies every video that can still be read whole (`salvage`) into a new
+library, or the footage is re-indexed into a new library.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ..errors import LibraryCorruptError, LibraryError, LibraryLockedError, Libr
 from ..store.library import DB_NAME, Library
 from ..store.schema import VIDEO_CHILD_TABLES
 from .footage import MissingVideo, missing_videos
+from .salvage import salvage
 
 _ORPHAN_TABLES = tuple(VIDEO_CHILD_TABLES) + ("captions", "files")
 
@@ -40,6 +42,8 @@ class CheckReport:
     dense: str = "not checked"         # ok | absent | damaged: ... | other embedder: ... | ...
     dense_lagging: int = 0
     dense_orphans: int = 0
+    dense_foreign: str | None = None   # the other embedder that built the dense index
+    dense_problems: list[str] = field(default_factory=list)   # unusable vectors, an unusable graph
     missing_files: list[MissingVideo] = field(default_factory=list)
     interrupted: int = 0               # files rows left 'running' by a killed run
     failed_files: int = 0
@@ -57,7 +61,8 @@ class CheckReport:
         """Nothing wrong (missing files and failed videos are reported but are the footage's state)."""
         return not (self.damaged or any(self.orphans.values()) or self.track_count_mismatch
                     or self.texts_missing or self.texts_stale or self.dense_lagging
-                    or self.dense_orphans or self.dense.startswith("damaged"))
+                    or self.dense_orphans or self.dense.startswith("damaged") or self.dense_foreign
+                    or self.dense_problems)
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -91,6 +96,7 @@ class CheckReport:
         out.append(f"dense index: {self.dense}" + (f", {self.dense_lagging} videos not (re)embedded yet"
                                                     if self.dense_lagging else "")
                    + (f", {self.dense_orphans} removed videos still in it" if self.dense_orphans else ""))
+        out += [f"  {p}" for p in self.dense_problems]
         if self.missing_files:
             out.append(f"{len(self.missing_files)} video files are gone (moved or deleted):")
             out += [f"  {m.video_id}: {m.path}" for m in self.missing_files[:10]]
@@ -105,8 +111,13 @@ class CheckReport:
         out += [f"repaired: {r}" for r in self.repaired]
         if self.salvage is not None:
             s = self.salvage
-            out.append(f"salvaged {s['videos']} of {s['total']} videos into {s['folder']}"
-                       + (f"; lost: {', '.join(s['lost'][:10])}" if s["lost"] else ""))
+            out.append(f"salvaged {s['videos']} of {s['total']} videos into {s['folder']}")
+            if s["lost"]:
+                out.append(f"skipped {len(s['lost'])} video{'s' if len(s['lost']) > 1 else ''} that "
+                           "cannot be read whole (re-index or re-import them):")
+                out += [f"  {v}: {s['reasons'].get(v, 'unreadable')}" for v in s["lost"][:10]]
+                if len(s["lost"]) > 10:
+                    out.append(f"  ... and {len(s['lost']) - 10} more")
         out += [f"advice: {a}" for a in self.advice]
         return out
 
@@ -177,7 +188,7 @@ def _check_rows(lib, rep: CheckReport) -> None:
 
 
 def _check_texts(lib, rep: CheckReport) -> None:
-    from ..retrieval.dense import DenseIndexCorrupt, DenseIndexMismatch, read_manifest
+    from ..retrieval.dense import DenseIndexCorrupt, DenseIndexMismatch, verify_index_files
 
     c = lib.conn
     rep.texts_missing = _count(c, "SELECT COUNT(*) FROM videos v LEFT JOIN summaries s ON s.video_id = v.id "
@@ -185,8 +196,9 @@ def _check_texts(lib, rep: CheckReport) -> None:
     rep.texts_stale = _count(c, "SELECT COUNT(*) FROM videos v JOIN summaries s ON s.video_id = v.id "
                                 "WHERE s.rev IS NOT v.rev")
     dense_dir = lib.folder / "dense"
+    rep.dense_foreign, rep.dense_problems = None, []
     try:
-        meta = read_manifest(dense_dir)
+        meta = verify_index_files(dense_dir)   # every file hashed, every check: bit rot included
     except DenseIndexCorrupt as e:
         rep.dense = f"damaged: {e.reason}"
         return
@@ -201,7 +213,10 @@ def _check_texts(lib, rep: CheckReport) -> None:
         rep.dense = f"damaged: {e.reason}"
         return
     except DenseIndexMismatch as e:
-        rep.dense = f"built by another embedder ({e.built.get('embedder')}): rebuilt on the next indexing"
+        b, w = e.built, e.wanted
+        rep.dense_foreign = f"{b.get('embedder')} {b.get('dim')}-d"
+        rep.dense = (f"built by another embedder ({rep.dense_foreign}), not the library's "
+                     f"({w.get('embedder')} {w.get('dim')}-d): searches cannot use it")
         return
     except Exception as e:  # noqa: BLE001  (no embedder installed: the files can still be checked)
         rep.dense = f"not checked against the library ({type(e).__name__}: {e})"
@@ -211,6 +226,11 @@ def _check_texts(lib, rep: CheckReport) -> None:
     rep.dense_lagging = sum(1 for v, st in stamps.items() if idx.stamps.get(v) != st and (every or v in idx.stamps))
     rep.dense_orphans = sum(1 for v in idx.stamps if v not in stamps)
     rep.dense = f"ok ({len(idx)} segments of {len(idx.stamps)} videos, {idx.meta.get('embedder')})"
+    from ..retrieval.dense_audit import index_problems
+
+    rep.dense_problems = index_problems(dense_dir)     # vectors and graph validated (issue 37)
+    if rep.dense_problems:
+        rep.dense = f"{len(rep.dense_problems)} problem(s) in {len(idx.stamps)} videos"
 
 
 def _repair(lib, rep: CheckReport, text_index: bool) -> None:
@@ -233,19 +253,30 @@ def _repair(lib, rep: CheckReport, text_index: bool) -> None:
         rep.repaired.append(f"recounted the tracks of {len(rep.track_count_mismatch)} videos")
         rep.track_count_mismatch = []
     need_texts = rep.texts_missing or rep.texts_stale or rep.dense_lagging or rep.dense_orphans \
-        or rep.dense.startswith("damaged") or rep.dense.startswith("absent")
-    if need_texts and text_index and len(lib):
+        or rep.dense.startswith("damaged") or rep.dense.startswith("absent") or rep.dense_foreign \
+        or rep.dense_problems
+    if need_texts and text_index and (len(lib) or rep.dense_foreign):
         from ..retrieval.sources import ensure_text_index
 
-        r = ensure_text_index(lib)
+        foreign = rep.dense_foreign
+        damaged = rep.dense.startswith("damaged") or bool(rep.dense_problems)
+        # rebuilt, not extended: the damage found by hashing every file may be invisible to the
+        # open (a file whose stat is unchanged since it was verified is not hashed there)
+        r = ensure_text_index(lib, rebuild_dense=bool(foreign) or damaged)
         what = f"brought the BM25 texts ({r.texts_built} rebuilt)"
         if r.dense_unavailable:
             what += f" up to date; dense index unavailable: {r.dense_unavailable}"
         else:
-            what += (f" and the dense index ({'rebuilt: it was damaged' if r.dense_rebuilt else f'{r.dense_embedded} embedded'}"
-                     f", {r.dense_removed} removed) up to date")
+            how = (f"rebuilt with {r.embedder}: it was built by {foreign}" if foreign else
+                   "rebuilt: it was damaged" if damaged or r.dense_rebuilt else f"{r.dense_embedded} embedded")
+            what += f" and the dense index ({how}, {r.dense_removed} removed) up to date"
         rep.repaired.append(what)
         _check_texts(lib, rep)
+        if rep.dense_foreign:
+            rep.advice.append(
+                f"the dense index was built by {rep.dense_foreign}; rebuilding it needs the library's "
+                f"embedder, which cannot be loaded here: {r.dense_unavailable}. Then run `strived "
+                "check --repair` again (searches use BM25 and the rules meanwhile)")
 
 
 def _advise(rep: CheckReport, folder: Path, repair: bool) -> None:
@@ -265,83 +296,3 @@ def _advise_damaged(rep: CheckReport, folder: Path, salvage_to: str | None) -> N
     rep.advice.append("or re-index everything into a new library: `strived index FOOTAGE --library "
                       "NEW_FOLDER` (and `strived import` for records-only videos)")
     rep.advice.append(f"keep {folder / DB_NAME} until the new library is complete")
-
-
-def _raw_readonly(folder: Path) -> Library:
-    from urllib.parse import quote
-
-    uri = "file:" + quote(str(folder / DB_NAME)) + "?mode=ro"
-    try:
-        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
-    except sqlite3.Error as e:
-        raise LibraryError(f"cannot read {folder / DB_NAME} at all ({e})") from None
-    lib = Library(folder, conn)
-    lib.readonly, lib.readonly_reason = True, "damaged library opened for salvage"
-    return lib
-
-
-def salvage(folder: str | os.PathLike, new_folder: str | os.PathLike, *, text_index: bool = True) -> dict:
-    """Copy every video of the (damaged) library in ``folder`` that can still be read into a new
-    library in ``new_folder``, with its thumbnail and indexing state, and the marks and saved
-    searches that can be read. Returns {"folder", "videos", "total", "lost": [ids]}. The damaged
-    library is only read."""
-    folder = Path(folder).expanduser().resolve()
-    new_folder = Path(new_folder).expanduser().resolve()
-    if new_folder == folder:
-        raise LibraryError("salvage into a new folder, not into the damaged library itself")
-    if (new_folder / DB_NAME).exists():
-        raise LibraryError(f"{new_folder} already holds a library: salvage into a new, empty folder")
-    src = _raw_readonly(folder)
-    ids: list[str] = []
-    try:
-        try:
-            ids = [r[0] for r in src.conn.execute("SELECT id FROM videos ORDER BY id")]
-        except sqlite3.DatabaseError:
-            # the table b-tree is damaged: walk the rowids that can still be reached one by one
-            for rowid in range(1, 1_000_000):
-                try:
-                    r = src.conn.execute("SELECT id FROM videos WHERE rowid=?", (rowid,)).fetchone()
-                except sqlite3.DatabaseError:
-                    continue
-                if r is None and rowid > len(ids) + 1000:
-                    break
-                if r is not None:
-                    ids.append(r[0])
-        dst = Library.open(new_folder, create=True)
-        saved, lost = 0, []
-        with dst:
-            for vid in ids:
-                try:
-                    rec = src.get_video(vid)
-                except (sqlite3.DatabaseError, KeyError, ValueError):
-                    lost.append(vid)
-                    continue
-                with dst.transaction():
-                    dst.add_video(rec)
-                    _copy_rows(src, dst, "files", "video_id=? AND status='done'", (vid,))
-                    _copy_rows(src, dst, "thumbnails", "video_id=?", (vid,))
-                    _copy_rows(src, dst, "captions", "video_id=?", (vid,))
-                saved += 1
-            for t in ("marks", "saved_searches"):
-                _copy_rows(src, dst, t, "1", ())
-            if text_index and saved:
-                from ..retrieval.sources import ensure_text_index
-
-                ensure_text_index(dst)
-        return {"folder": str(new_folder), "videos": saved, "total": len(ids), "lost": lost}
-    finally:
-        src.close()
-
-
-def _copy_rows(src, dst, table: str, where: str, args) -> int:
-    try:
-        cur = src.conn.execute(f"SELECT * FROM {table} WHERE {where}", args)
-        cols = [d[0] for d in cur.description]
-        rows = cur.fetchall()
-    except sqlite3.DatabaseError:
-        return 0
-    if rows:
-        with dst.transaction():
-            dst.conn.executemany(f"INSERT OR REPLACE INTO {table}({', '.join(cols)}) VALUES "
-                                 f"({', '.join('?' * len(cols))})", rows)
-    return len(rows)

@@ -36,6 +36,8 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import StrivedError
+from .dense_check import (DenseIndexCorrupt, bad_vector_rows, cached, check_query_vector,  # noqa: F401
+                          drop_bad_rows, load_graph)
 
 FORMAT = "strived.dense/1"
 MANIFEST = "manifest.json"
@@ -59,15 +61,6 @@ class DenseIndexMismatch(StrivedError):
             f"(version {wanted.get('version')}, {wanted.get('dim')}-d) was asked for: rebuild it "
             "with that embedder (`ensure_text_index(..., rebuild_dense=True)`, or delete the "
             "folder), or search with the embedder that built it")
-
-
-class DenseIndexCorrupt(StrivedError):
-    """The dense index on disk is damaged or its files do not belong together."""
-
-    def __init__(self, folder: str, reason: str):
-        self.folder, self.reason = folder, reason
-        super().__init__(f"the dense index in {folder} is damaged ({reason}); it is rebuilt from "
-                         "the library by the next indexing or import (or `strived check --repair`)")
 
 
 class DenseIndexWriteError(StrivedError):
@@ -113,6 +106,43 @@ def _write_verified(gdir: Path, stamps: dict) -> None:
             tmp.unlink()
         except OSError:
             pass
+
+
+def _verify_files(folder: Path, meta: dict, rehash: bool = False) -> None:
+    """Check the generation's files against the manifest's sizes and checksums; raise
+    DenseIndexCorrupt. A file is hashed once per state on disk (``verified.json``): the 1.6 GB of
+    a 100,000-video index take ~3 s to hash, paid again by every new search process otherwise.
+    ``rehash`` hashes every file anyway: bit rot changes no stat (`strived check` asks for it)."""
+    bad = lambda why: DenseIndexCorrupt(str(folder), why)  # noqa: E731
+    gen, files = meta.get("generation"), meta.get("files")
+    if not isinstance(gen, str) or not gen.startswith("gen-") or "/" in gen or not isinstance(files, dict):
+        raise bad("manifest.json names no generation")
+    verified, checked = ({} if rehash else _read_verified(folder / gen)), {}
+    for name, info in files.items():
+        p = folder / gen / name
+        try:
+            st = p.stat()
+        except OSError:
+            raise bad(f"{gen}/{name} is missing") from None
+        if st.st_size != info.get("bytes"):
+            raise bad(f"{gen}/{name} has {st.st_size} bytes, the manifest says {info.get('bytes')} "
+                      "(cut short?)")
+        stamp = _stat_stamp(st, info.get("blake2b"))
+        if verified.get(name) != stamp and _checksum(p) != info.get("blake2b"):
+            raise bad(f"{gen}/{name} does not match its checksum")
+        checked[name] = stamp
+    if checked != verified:
+        _write_verified(folder / gen, checked)
+
+
+def verify_index_files(folder: str | os.PathLike) -> dict | None:
+    """Hash every file of the dense index in ``folder`` against its manifest, whatever
+    ``verified.json`` says. Returns the manifest (None: no index); raises DenseIndexCorrupt."""
+    folder = Path(folder)
+    meta = read_manifest(folder)
+    if meta is not None and not meta.get("legacy"):
+        _verify_files(folder, meta, rehash=True)
+    return meta
 
 
 def _fsync_write(path: Path, write) -> None:
@@ -187,6 +217,10 @@ class DenseIndex:
         self._hnsw = None
         self._hnsw_rows = 0                   # rows [0, _hnsw_rows) are in the HNSW graph
         self._dirty = False
+        #: videos with unusable vectors (`dense_check`): {video_id: reason}; their rows are not
+        #: ranked and the next `ensure_text_index` re-embeds them
+        self.bad_videos: dict[str, str] = {}
+        self.graph_problem: str | None = None  # why the saved graph was not loaded (search is exact)
 
     # ------------------------------------------------------------------ open / save
     @staticmethod
@@ -246,27 +280,7 @@ class DenseIndex:
         bad = lambda why: DenseIndexCorrupt(str(f), why)  # noqa: E731
         files = meta.get("files") if not meta.get("legacy") else None
         if not meta.get("legacy"):
-            gen = meta.get("generation")
-            if not isinstance(gen, str) or not gen.startswith("gen-") or "/" in gen or not isinstance(files, dict):
-                raise bad("manifest.json names no generation")
-            verified, checked = _read_verified(f / gen), {}
-            for name, info in files.items():
-                p = self._file(name)
-                try:
-                    st = p.stat()
-                except OSError:
-                    raise bad(f"{gen}/{name} is missing") from None
-                if st.st_size != info.get("bytes"):
-                    raise bad(f"{gen}/{name} has {st.st_size} bytes, the manifest says {info.get('bytes')} "
-                              "(cut short?)")
-                stamp = _stat_stamp(st, info.get("blake2b"))
-                # hashed once per state of the file: the 1.6 GB of a 100,000-video index take
-                # ~3 s to hash, paid again by every new search process otherwise
-                if verified.get(name) != stamp and _checksum(p) != info.get("blake2b"):
-                    raise bad(f"{gen}/{name} does not match its checksum")
-                checked[name] = stamp
-            if checked != verified:
-                _write_verified(f / gen, checked)
+            _verify_files(f, meta)
             if "vectors.npy" not in files:
                 if int(meta.get("n_rows") or 0):
                     raise bad("the manifest lists no vectors")
@@ -303,23 +317,13 @@ class DenseIndex:
         self.vectors, self.seg, self.t0, self.t1, self.alive, self.code = vectors, seg, t0, t1, alive, code
         self.video_ids, self.stamps = video_ids, stamps
         self._code_of = {vid: i for i, vid in enumerate(self.video_ids)}
+        # unusable vectors and an unsound graph are left out, not trusted (`dense_check`)
+        drop_bad_rows(self, cached(self, "vectors.npy", "bad_rows", lambda: bad_vector_rows(vectors)))
         n_hnsw = int(meta.get("hnsw_rows", 0))
         if n_hnsw:
             if n_hnsw > n:
                 raise bad(f"the graph holds {n_hnsw} rows, the files {n}")
-            if not self._file("hnsw.bin").is_file():
-                # the graph is an accelerator: rebuilt from the vectors when missing
-                self._hnsw, self._hnsw_rows = None, 0
-                self._sync_hnsw()
-                return
-            import hnswlib
-
-            g = hnswlib.Index(space="ip", dim=self.dim)
-            try:
-                g.load_index(str(self._file("hnsw.bin")), max_elements=max(n_hnsw, len(self.alive)))
-            except (RuntimeError, OSError, ValueError) as e:
-                raise bad(f"hnsw.bin is unreadable ({e})") from None
-            self._hnsw, self._hnsw_rows = g, n_hnsw
+            load_graph(self, n_hnsw)
 
     def save(self) -> None:
         """Write a new generation and swap the manifest in one rename (see the module docstring).
@@ -416,6 +420,7 @@ class DenseIndex:
                 raise ValueError(f"expected {len(segments)}×{self.dim} vectors, got {vectors.shape}")
         for video_id, segments, vectors, stamp in todo:
             self.remove(video_id)
+            self.bad_videos.pop(video_id, None)
             code = self._code_of.get(video_id)
             if code is None:
                 code = len(self.video_ids)
@@ -435,6 +440,9 @@ class DenseIndex:
         for name, new in parts.items():
             setattr(self, name, np.concatenate([getattr(self, name)] + new))
         self.alive = np.concatenate([self.alive, np.ones(n_new, bool)])
+        n0 = len(self.alive) - n_new
+        for vid in drop_bad_rows(self, [n0 + r for r in bad_vector_rows(self.vectors[n0:])]):
+            self.stamps.pop(vid, None)        # not embedded: the next update embeds it again
 
     def _compact(self) -> None:
         keep = np.flatnonzero(self.alive)
@@ -456,7 +464,7 @@ class DenseIndex:
             g.init_index(max_elements=max(n, 1024), ef_construction=HNSW_EF_CONSTRUCTION, M=HNSW_M,
                          random_seed=0)
             g.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
-            self._hnsw, self._hnsw_rows = g, 0
+            self._hnsw, self._hnsw_rows, self.graph_problem = g, 0, None
         g = self._hnsw
         if n > g.get_max_elements():
             g.resize_index(max(n, int(g.get_max_elements() * 1.5)))
@@ -486,8 +494,9 @@ class DenseIndex:
         if k <= 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         use_exact = (not self.uses_hnsw) if exact is None else exact
+        check_query_vector(q)
         if use_exact or self._hnsw is None:
-            sims = _matvec(self.vectors, q)
+            sims = np.clip(_matvec(self.vectors, q), -1.0, 1.0)
             sims[~self.alive] = -np.inf
             if k < len(sims):
                 part = np.argpartition(-sims, k - 1)[:k]
@@ -496,8 +505,14 @@ class DenseIndex:
             order = part[np.lexsort((part, -sims[part]))]
             return order[sims[order] > -np.inf], sims[order][sims[order] > -np.inf]
         self._hnsw.set_ef(max(HNSW_EF_SEARCH_MIN, k))
-        labels, dists = self._hnsw.knn_query(q[None, :], k=k)
-        return labels[0].astype(np.int64), (1.0 - dists[0]).astype(np.float32)
+        labels, _ = self._hnsw.knn_query(q[None, :], k=k)
+        rows = labels[0].astype(np.int64)
+        rows = np.sort(rows[rows < len(self.alive)])
+        rows = rows[self.alive[rows]]          # rows with unusable vectors are not ranked
+        # scored from the checked vectors, not the graph's own copy of them
+        sims = np.clip(np.asarray(self.vectors[rows], np.float32) @ q, -1.0, 1.0)
+        order = np.lexsort((rows, -sims))
+        return rows[order], sims[order].astype(np.float32)
 
     def _id_rank(self) -> np.ndarray:
         """Each video code's position in id order (ties between equal scores break on the id),
@@ -541,7 +556,8 @@ class DenseIndex:
         return codes[order], sims[order], rows[order].astype(np.int64)
 
     def _exact_videos(self, q: np.ndarray, top_k: int | None):
-        sims = _matvec(self.vectors, q)
+        check_query_vector(q)
+        sims = np.clip(_matvec(self.vectors, q), -1.0, 1.0)   # rows are unit vectors (checked)
         sims[~self.alive] = -np.inf
         n_codes = len(self.video_ids)
         best = np.full(n_codes, -np.inf, np.float32)

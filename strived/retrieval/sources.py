@@ -44,6 +44,7 @@ class TextIndexReport:
     dense_kind: str | None = None
     dense_unavailable: str | None = None  # why no dense index could be built (embedder missing)
     dense_rebuilt: str | None = None      # why the dense index was rebuilt from scratch (damaged)
+    texts_skipped: dict[str, str] = field(default_factory=dict)  # video_id -> why it has no texts
 
 
 _lock = threading.Lock()
@@ -131,7 +132,7 @@ def ensure_text_index(library, embedder=None, progress: ProgressFn = None, cance
     by another embedder and ``rebuild_dense`` is False.
     """
     r = build_texts(library, progress, cancel)
-    rep = TextIndexReport(texts_built=r.n_built, texts_fresh=r.n_fresh)
+    rep = TextIndexReport(texts_built=r.n_built, texts_fresh=r.n_fresh, texts_skipped=dict(r.skipped or {}))
     save_bm25_index(library)          # a new process's first search loads it instead of building it
     if not dense:
         return rep
@@ -164,7 +165,8 @@ def ensure_text_index(library, embedder=None, progress: ProgressFn = None, cance
     for vid in [v for v in list(idx.stamps) if v not in stamps]:
         idx.remove(vid)
         rep.dense_removed += 1
-    todo = sorted(v for v, s in stamps.items() if idx.stamps.get(v) != s)
+    # a video whose stored vectors are unusable (`dense_check`) is embedded again
+    todo = sorted(v for v, s in stamps.items() if idx.stamps.get(v) != s or v in idx.bad_videos)
     videos = {v["id"]: v for v in library.list_videos()} if todo else {}
     total = len(todo)
     report(progress, "dense", 0, total)
@@ -448,18 +450,36 @@ def text_index_notice(library, sources=("dense", "bm25")) -> str | None:
             lag |= stale_text if every else (stale_text & set(idx.stamps))
             lagging["dense"] = len(lag)
     lagging = {k: v for k, v in lagging.items() if v}
-    note = None
+    note = _dense_damage_notice(idx) if "dense" in sources else None
     if lagging:
         worst = max(lagging.values())
-        note = (f"{worst} of {n_videos} videos were added or changed after the "
-                f"{' and '.join(sorted(lagging))} index{'es' if len(lagging) > 1 else ''} were last "
-                "updated (an interrupted indexing or import?): those sources do not rank them yet; "
-                "index or import again to bring them up to date")
+        lag_note = (f"{worst} of {n_videos} videos were added or changed after the "
+                    f"{' and '.join(sorted(lagging))} index{'es' if len(lagging) > 1 else ''} were last "
+                    "updated (an interrupted indexing or import?): those sources do not rank them yet; "
+                    "index or import again to bring them up to date")
+        note = f"{note}; {lag_note}" if note else lag_note
     with _lock:
         if len(_stale_cache) > 64:
             _stale_cache.clear()
         _stale_cache[key] = note
     return note
+
+
+def _dense_damage_notice(idx) -> str | None:
+    """What the dense index left out because its contents are unsound (`dense_check`), or None."""
+    if idx is None:
+        return None
+    parts = []
+    bad = sorted(idx.bad_videos.items())
+    if bad:
+        shown = "; ".join(f"{v}: {why}" for v, why in bad[:3]) + (f"; and {len(bad) - 3} more" if len(bad) > 3 else "")
+        parts.append(f"the dense index holds unusable vectors for {len(bad)} video{'s' if len(bad) > 1 else ''} "
+                     f"({shown}): dense search leaves them out until the next indexing or import "
+                     "re-embeds them")
+    if idx.graph_problem:
+        parts.append(f"the dense index's HNSW graph is unsound ({idx.graph_problem}): it was not loaded, "
+                     "dense search is exact (slower) until the next indexing or import rebuilds it")
+    return "; ".join(parts) or None
 
 
 def clear_caches() -> None:

@@ -40,6 +40,8 @@ class BuildTextsResult:
     n_built: int
     n_fresh: int
     n_captioned: int
+    #: videos left without texts because their records are over the size limits: {id: reason}
+    skipped: dict | None = None
 
     @property
     def n_total(self) -> int:
@@ -159,6 +161,8 @@ def build_texts(library, progress: ProgressFn = None, cancel: CancelFn = None, *
             conn.executemany("INSERT OR REPLACE INTO captions(video_id, text, source) VALUES (?,?,?)",
                              sidecars)
     todo = _stale_ids(library, captions, force)
+    skipped = _oversized(library)
+    todo = [v for v in todo if v not in skipped]
     total = len(todo)
     report(progress, "texts", 0, total)
     for start in range(0, total, _BATCH):
@@ -169,6 +173,7 @@ def build_texts(library, progress: ProgressFn = None, cancel: CancelFn = None, *
         revs = dict(conn.execute(f"SELECT id, rev FROM videos WHERE id IN ({','.join('?' * len(batch))})",
                                  batch))
         for vid in batch:
+            check_cancel(cancel)
             rec = library.get_video(vid)
             text, source, segs = summary_and_segments(rec, captions.get(vid), segment_s)
             rows_sum.append((vid, text, source, now, revs.get(vid)))
@@ -183,8 +188,19 @@ def build_texts(library, progress: ProgressFn = None, cancel: CancelFn = None, *
     # Summaries of removed videos go with them (VIDEO_CHILD_TABLES); nothing else to clean.
     library.meta_set(META_KEY, {"generator_version": GENERATOR_VERSION, "segment_s": segment_s,
                                 "content_version": library.content_version, "updated_at": _now()})
-    return BuildTextsResult(n_built=total, n_fresh=len(videos) - total,
-                            n_captioned=sum(1 for v in videos if v in captions))
+    return BuildTextsResult(n_built=total, n_fresh=len(videos) - total - len(skipped),
+                            n_captioned=sum(1 for v in videos if v in captions), skipped=skipped)
+
+
+def _oversized(library) -> dict[str, str]:
+    """{video_id: reason} of the videos with more tracks than one video's records may hold (stored
+    before the limit existed): describing one took minutes, so they get no texts."""
+    from ..records import TRACKS_ENV, max_tracks
+
+    cap = max_tracks()
+    return {vid: (f"video {vid!r} has {n} tracks, over the limit of {cap} (set {TRACKS_ENV} to raise it): "
+                  f"it gets no search texts; remove it with `strived remove {vid}`")
+            for vid, n in library.conn.execute("SELECT id, n_tracks FROM videos WHERE n_tracks > ?", (cap,))}
 
 
 def load_summaries(library) -> tuple[list[str], list[str]]:
