@@ -14,11 +14,13 @@ PY="$VENV/bin/python"
 
 apt_deps() {
   # Qt offscreen/xcb runtime libraries (STACK.md), ffmpeg-free: OpenCV wheels bring their own codecs;
-  # Xvfb + openbox: one app journey runs on a real X server with a window manager (tests/app)
+  # Xvfb + openbox: one app journey runs on a real X server with a window manager (tests/app);
+  # tesseract-ocr: reads a speed the dashcam prints on the frame (strived/perception/burnin.py)
   local pkgs="libglib2.0-0 libgl1 libegl1 libfontconfig1 libfreetype6 libxkbcommon0 libdbus-1-3 libpulse0
     libx11-6 libxext6 libxrandr2 libdrm2 libbrotli1 libxkbcommon-x11-0 libxcb-cursor0 libxcb-icccm4
     libxcb-keysyms1 libxcb-image0 libxcb-render-util0 libxcb-shape0 libxcb-xinerama0 libxcb-randr0
-    libxcb-xfixes0 libxcb-sync1 libxcb-xkb1 libsm6 libice6 python3-venv g++ strace xvfb openbox"
+    libxcb-xfixes0 libxcb-sync1 libxcb-xkb1 libsm6 libice6 python3-venv g++ strace xvfb openbox
+    tesseract-ocr"
   local missing=""
   for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
   if [ -n "$missing" ]; then

@@ -230,3 +230,27 @@ def summarize(avails: dict[str, dict]) -> dict[str, dict[str, int]]:
                 d = out.setdefault(f, {})
                 d[e["status"]] = d.get(e["status"], 0) + 1
     return out
+
+
+#: A speed sample counts in rules only when its confidence (``speed_conf``, 0..1) is at least
+#: this, or unknown (imported records carry none: their speeds count). 0.2 = an expected error of
+#: twice the tolerance max(0.5 m/s, 15 %) (egomotion.SPEED_CONF_TOL_*), or a night clip's road flow
+#: (its confidence is scaled down to 0.2 at most); telemetry (1.0) and a burnt-in speed (0.9) always
+#: count. Below it the sample is unknown (NaN), as if not measured: a gate or score on speed is
+#: judged on the confident samples only.
+MIN_SPEED_CONF = 0.2
+
+
+def confident_ego(ego: dict, field_name: str) -> np.ndarray:
+    """The ego series ``field_name`` as rules read it: ``speed`` without its unconfident samples."""
+    v = np.asarray(ego[field_name])
+    if field_name != "speed":
+        return v
+    conf = ego.get("speed_conf")
+    if conf is None:
+        return v
+    conf = np.asarray(conf)
+    if conf.shape != v.shape:
+        return v
+    with np.errstate(invalid="ignore"):
+        return np.where(conf < MIN_SPEED_CONF, np.nan, v).astype(v.dtype)

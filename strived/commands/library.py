@@ -53,7 +53,9 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_stats)
 
-    p = sub.add_parser("info", help="what a library holds")
+    p = sub.add_parser("info", help="what a library holds (with VIDEO: where that video's speed "
+                                    "comes from, and its camera)")
+    p.add_argument("video", nargs="?", help="a video id")
     add_library_arg(p)
     p.set_defaults(func=cmd_info)
 
@@ -103,6 +105,7 @@ def cmd_export(args) -> int:
 
     out = Path(args.out_dir).expanduser()
     with Library.open(args.library) as lib:
+        lib.ensure_intact()     # a large one too: a damaged index would export other videos' tracks
         ids = args.video or lib.video_ids()
         missing = [v for v in ids if not lib.has_video(v)]
         if missing:
@@ -209,6 +212,11 @@ def cmd_info(args) -> int:
     from ..store import Library
 
     with Library.open(args.library) as lib:
+        if getattr(args, "video", None):
+            from .camera import video_info
+
+            print_json(video_info(lib, args.video))
+            return 0
         from ..availability import summarize
 
         print_json({"folder": str(lib.folder), **lib.stats(),

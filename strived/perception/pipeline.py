@@ -18,7 +18,7 @@ import numpy as np
 from ..jobs import CancelFn, ProgressFn, check_cancel, report
 from . import attributes, signals
 from .detect import CLASSES, DEFAULT_DETECTOR, Detector, make_detector
-from .egomotion import EgoMotionEstimator
+from .ego.estimator import EgoMotionEstimator
 from .geometry import (CameraModel, horizon_from_boxes, lane_rel_from_offset, load_camera_config,
                        range_boxes, smooth_series)
 from .lanes import LaneObservation, detect_lanes, lane_rel_from_lines
@@ -26,12 +26,13 @@ from .shots import ShotCuts, split_at_cuts
 from .track import ByteTracker
 from .video import iter_frames, probe_video
 
-PERCEPTION_VERSION = 8   # 4: tracks and ego pairs do not span shot cuts (shots.py); 5: road fits judged
+PERCEPTION_VERSION = 9   # 4: tracks and ego pairs do not span shot cuts (shots.py); 5: road fits judged
                          # against the noise floor (egomotion._fit_ratio: compressed video keeps its speed);
                          # 6: ... only where the floor's flow agrees with the plane's (rain: no wrong speed);
                          # 7: NanoDet's near pass (vehicles at contact range); "stopped" only on scenery;
                          # 8: no vehicle yaw where the camera is shaken (jolt); ego series held, not
-                         # extrapolated, beyond the first/last accepted fit
+                         # extrapolated, beyond the first/last accepted fit; 9: the speed the
+                         # dashcam prints on the frame, read by OCR (burnin.py)
 
 
 @dataclass
@@ -51,6 +52,7 @@ class PerceptionConfig:
     telemetry: bool = True         # read the camera's own GPS (NMEA/GPX sidecar, GoPro GPMF) when present
     signal_filter: str = "robust"  # "robust": Kalman/RTS + track quality + lane hysteresis (signals.py);
     #                                "median": the v1 median+mean window (kept for measurement)
+    burnin: bool = True            # read a speed printed on the frame (tesseract OCR, when installed)
     near_pass: bool = True         # NanoDet-g: also detect at 320 px, for vehicles at contact range
     thumbnail_width: int = 320
     max_color_samples: int = 8
@@ -120,6 +122,11 @@ def perceive_video(path: str | os.PathLike, *, video_id: str | None = None,
     tracker = ByteTracker(lost_buffer_frames=max(1, int(round(cfg.lost_buffer_s * cfg.sample_fps))),
                           **getattr(det, "tracker_params", {}))  # score thresholds suited to this detector
     ego = EgoMotionEstimator()
+    burn = None
+    if cfg.burnin:
+        from .burnin import BurnInReader
+
+        burn = BurnInReader()
     shots = ShotCuts()
     timer = _Timer()
 
@@ -174,6 +181,9 @@ def perceive_video(path: str | os.PathLike, *, video_id: str | None = None,
             if thumb is None or abs(f.t_s - thumb_t) < abs(thumb[0] - thumb_t):
                 thumb = (f.t_s, f.image)
             t0 = timer.add("attributes", t0)
+            if burn is not None:
+                burn.feed(f.image, f.t_s)
+                t0 = timer.add("burnin", t0)
 
     from concurrent.futures import ThreadPoolExecutor
 
@@ -316,6 +326,10 @@ def perceive_video(path: str | os.PathLike, *, video_id: str | None = None,
                        ego={k: np.asarray(ego_series[k], np.float64) for k in EGO_FIELDS if k in ego_series},
                        tracks=tracks)
     _merge_telemetry(rec, path, cam_cfg, cfg, ego_series.get("status") or {})
+    if burn is not None:
+        from .burnin import merge_burnin
+
+        merge_burnin(rec, burn.finish(), rec.info.attrs["availability"])
 
     jpeg, size = None, None
     if thumb is not None:

@@ -1,0 +1,226 @@
+"""`strived camera list|show|set|split|merge`: the cameras a library's videos came from.
+
+Videos are grouped by a signature of their recorder (`strived.perception.camera_id`); the user
+sees each group with its evidence and the camera values estimated from its clips, confirms it,
+splits or merges groups, and gives values they know (camera.json keys).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from collections import Counter
+
+from ._common import add_library_arg, print_json, positive_float
+
+
+def register(sub) -> None:
+    p = sub.add_parser("camera", help="the cameras a library's videos came from (list, show, set, "
+                                      "split, merge)")
+    csub = p.add_subparsers(dest="camera_command", metavar="ACTION")
+
+    q = csub.add_parser("list", help="camera groups with their size, frame rate, naming and videos")
+    add_library_arg(q)
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=cmd_list)
+
+    q = csub.add_parser("show", help="one group: evidence, estimated and known values, its clips")
+    q.add_argument("id", type=int)
+    add_library_arg(q)
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=cmd_show)
+
+    q = csub.add_parser("set", help="name or confirm a group, give values known for its camera")
+    q.add_argument("id", type=int)
+    add_library_arg(q)
+    q.add_argument("--name")
+    g = q.add_mutually_exclusive_group()
+    g.add_argument("--confirm", dest="confirmed", action="store_const", const=True, default=None,
+                   help="the grouping is right")
+    g.add_argument("--unconfirm", dest="confirmed", action="store_const", const=False)
+    q.add_argument("--focal-px", type=positive_float(), help="focal length in pixels")
+    q.add_argument("--hfov-deg", type=positive_float(), help="horizontal field of view, degrees")
+    q.add_argument("--height-m", type=positive_float(), help="mounting height above the road, m")
+    q.add_argument("--horizon-frac", type=positive_float(), help="horizon row / frame height")
+    q.add_argument("--clear", action="append", default=[], metavar="KEY",
+                   help="forget a known value (focal_px, hfov_deg, camera_height_m, horizon_frac)")
+    q.set_defaults(func=cmd_set)
+
+    q = csub.add_parser("split", help="move videos of a group into a new group of their own")
+    q.add_argument("id", type=int)
+    q.add_argument("videos", nargs="+", metavar="VIDEO")
+    add_library_arg(q)
+    q.add_argument("--name")
+    q.set_defaults(func=cmd_split)
+
+    q = csub.add_parser("merge", help="merge groups into the first one")
+    q.add_argument("id", type=int)
+    q.add_argument("others", nargs="+", type=int, metavar="ID")
+    add_library_arg(q)
+    q.set_defaults(func=cmd_merge)
+    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+
+
+def _open(args):
+    from ..store import Library
+
+    return Library.open(args.library)
+
+
+def refresh(lib) -> dict | None:
+    """Group the library's videos not grouped yet (None when the library is read-only)."""
+    from ..perception.camera_id import signature
+    from ..store import cameras
+
+    if lib.readonly:
+        return None
+    have = cameras.assigned(lib)
+    sigs = {}
+    for v in lib.list_videos():
+        if v["id"] in have:
+            continue
+        a = v.get("attrs") or {}
+        sigs[v["id"]] = signature(v.get("path") or v["id"], v.get("width"), v.get("height"), v.get("fps"),
+                                  a.get("codec"), a)
+    return cameras.refresh(lib, sigs)
+
+
+def _describe(c: dict) -> dict:
+    """A group's evidence over its videos: each value with how many videos show it."""
+    ev: dict[str, Counter] = {}
+    for v in c["videos"]:
+        for k, val in (v.get("evidence") or {}).items():
+            ev.setdefault(k, Counter())[str(val)] += 1
+    return {k: dict(cnt.most_common()) for k, cnt in ev.items()}
+
+
+def estimated(lib, video_ids: list[str]) -> dict:
+    """Camera values perception estimated on these clips (median over the clips with one), with
+    the clips each came from and how each was found (config, road flow, cars, lanes, assumed)."""
+    out: dict = {}
+    cams = {}
+    for vid in video_ids:
+        try:
+            a = lib.get_video(vid, track_ids=[]).info.attrs
+        except KeyError:
+            continue
+        cams[vid] = (a.get("camera") or {}, a.get("ego_motion") or {})
+    for key, src_key in (("focal_px", "focal_source"), ("horizon_y", "horizon_source"),
+                         ("camera_height_m", "height_source")):
+        vals = {v: (c.get(key), c.get(src_key)) for v, (c, _) in cams.items() if isinstance(c.get(key), (int, float))}
+        measured = {v: x for v, x in vals.items() if x[1] not in (None, "default", "assumed_fov")}
+        out[key] = {"value": round(statistics.median(x[0] for x in measured.values()), 3) if measured else None,
+                    "clips": sorted(measured), "sources": dict(Counter(x[1] for x in vals.values())),
+                    "note": None if measured else "unknown: no clip measured it (only the defaults)"}
+    return out
+
+
+def cmd_list(args) -> int:
+    with _open(args) as lib:
+        from ..store import cameras
+
+        done = refresh(lib)
+        groups = cameras.cameras(lib)
+        if args.json:
+            print_json([{k: c[k] for k in ("id", "name", "confirmed", "known", "keys")} |
+                        {"videos": [v["video_id"] for v in c["videos"]]} for c in groups])
+            return 0
+        if done is None:
+            print("(read-only library: groups as last stored; new videos are not grouped)", file=sys.stderr)
+        if not groups:
+            print("no videos in this library")
+            return 0
+        for c in groups:
+            ev = _describe(c)
+            first = lambda k: next(iter(ev.get(k, {"unknown": 0})))  # noqa: E731
+            mark = " (confirmed)" if c["confirmed"] else ""
+            known = ", ".join(f"{k}={v:g}" for k, v in c["known"].items())
+            print(f"{c['id']:>3}  {c['name']}{mark}: {len(c['videos'])} video(s), {first('size')} "
+                  f"@ {first('fps')} fps, {first('codec')}, {first('name_pattern')}"
+                  + (f", overlay {first('overlay')}" if "overlay" in ev else "")
+                  + (f"; known: {known}" if known else ""))
+    return 0
+
+
+def cmd_show(args) -> int:
+    with _open(args) as lib:
+        from ..store import cameras
+
+        refresh(lib)
+        c = cameras.camera(lib, args.id)
+        ids = [v["video_id"] for v in c["videos"]]
+        info = {"id": c["id"], "name": c["name"], "confirmed": c["confirmed"], "keys": c["keys"],
+                "known": c["known"], "evidence": _describe(c), "estimated": estimated(lib, ids),
+                "videos": [{"id": v["video_id"], "grouped_by": v["by"]} for v in c["videos"]]}
+        if args.json:
+            print_json(info)
+            return 0
+        print(f"camera {c['id']}: {c['name']}" + (" (confirmed)" if c["confirmed"] else " (not confirmed)"))
+        print("evidence (value: videos):")
+        for k, vals in info["evidence"].items():
+            print(f"  {k}: " + ", ".join(f"{v} ({n})" for v, n in vals.items()))
+        print("known values: " + (", ".join(f"{k}={v:g}" for k, v in c["known"].items()) or "none given"))
+        print("estimated from its clips:")
+        for k, e in info["estimated"].items():
+            val = e["note"] if e["value"] is None else f"{e['value']:g} (from {len(e['clips'])} clip(s))"
+            print(f"  {k}: {val}; how: " + ", ".join(f"{s} ({n})" for s, n in e["sources"].items()))
+        print("videos: " + ", ".join(f"{v['id']}" + (" [by user]" if v["grouped_by"] == "user" else "")
+                                     for v in info["videos"]))
+    return 0
+
+
+def cmd_set(args) -> int:
+    known = {k: getattr(args, a) for k, a in (("focal_px", "focal_px"), ("hfov_deg", "hfov_deg"),
+                                              ("camera_height_m", "height_m"), ("horizon_frac", "horizon_frac"))
+             if getattr(args, a) is not None}
+    with _open(args) as lib:
+        from ..store import cameras
+
+        refresh(lib)
+        c = cameras.update(lib, args.id, name=args.name, confirmed=args.confirmed, known=known, clear=args.clear)
+        print(f"camera {c['id']}: {c['name']}" + (" (confirmed)" if c["confirmed"] else "")
+              + "; known: " + (", ".join(f"{k}={v:g}" for k, v in c["known"].items()) or "none"))
+    return 0
+
+
+def cmd_split(args) -> int:
+    with _open(args) as lib:
+        from ..store import cameras
+
+        refresh(lib)
+        new = cameras.split(lib, args.id, list(dict.fromkeys(args.videos)), args.name)
+        print(f"camera {new}: {len(set(args.videos))} video(s) split off camera {args.id}")
+    return 0
+
+
+def cmd_merge(args) -> int:
+    with _open(args) as lib:
+        from ..store import cameras
+
+        refresh(lib)
+        c = cameras.merge(lib, args.id, args.others)
+        print(f"camera {c['id']}: {len(c['videos'])} video(s) after merging {', '.join(map(str, args.others))}")
+    return 0
+
+
+def video_info(lib, video_id: str) -> dict:
+    """`strived info VIDEO`: where the video's speed comes from (availability, telemetry, the
+    burnt-in overlay) and its camera group."""
+    from ..errors import StrivedError
+    from ..store import cameras
+
+    try:
+        rec = lib.get_video(video_id, track_ids=[])
+    except KeyError:
+        raise StrivedError(f"no video {video_id!r} in library {lib.folder}") from None
+    a = rec.info.attrs
+    avail = a.get("availability") or {}
+    cam = cameras.camera_of(lib, video_id)
+    return {"id": video_id, "path": rec.info.path, "size": f"{rec.info.width}x{rec.info.height}",
+            "fps": rec.info.fps,
+            "speed": avail.get("speed") or "unknown (no availability record)",
+            "accel": avail.get("accel") or "unknown (no availability record)",
+            "telemetry": a.get("telemetry") or "none",
+            "burnin": a.get("burnin") or "not read (indexed before burnt-in speed was read, or imported)",
+            "camera_group": {"id": cam["id"], "name": cam["name"], "confirmed": cam["confirmed"],
+                             "known": cam["known"]} if cam else "not grouped yet (run `strived camera list`)"}
