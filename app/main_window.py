@@ -42,6 +42,7 @@ from .compare import CompareView
 from .connections import LibraryConnections, library_job
 from .errors import ErrorPresenter
 from .index_panel import IndexPanel
+from .learn_panel import LearnPanel
 from .library_view import LibraryView
 from .player import PlayerWidget
 from .results import ResultsModel
@@ -393,6 +394,8 @@ class MainWindow(LibraryControl, InspectControl, ReviewControl, QMainWindow):
         mk.addWidget(self.mark_clear)
         mk.addStretch(1)
         ll.addLayout(mk)
+        self.learn_panel = LearnPanel(self)       # Learn from marks / Undo learned numbers
+        ll.addWidget(self.learn_panel)
 
         self.player = PlayerWidget(self)
         self.timeline = TimelineWidget(self)
@@ -860,6 +863,7 @@ class MainWindow(LibraryControl, InspectControl, ReviewControl, QMainWindow):
         self.save_window_state()
         self.cancel_indexing()          # pending_index stays set: reopening resumes
         self.jobs.cancel_all()
+        self.learn_panel.shutdown()
         self._set_searching(False)
         self.player.shutdown()
         self.compare.shutdown()
