@@ -128,7 +128,7 @@ def render_markdown(ev: dict, bench: dict | None, profile: dict, ctx: dict, plot
              "terms. What can be compared is the *shape*: whether fusion beats each source alone, and what each "
              "ablation costs.")
     L.append("- The paper's perception and dense models (OWL-V2, Metric3D, Qwen3-VL-Embedding, SigLIP) do not ship "
-             "offline; the product's defaults (YOLOv3-tiny + ByteTrack + geometric ranging; MiniLM over text "
+             "offline; the product's defaults (NanoDet-g + ByteTrack + geometric ranging; MiniLM over text "
              "generated from perception) are much weaker, which mostly hurts the dense and BM25 rows.")
     if ev.get("not_searchable"):
         L.append(f"- {len(ev['not_searchable'])} items have no records in the library (videos not indexed): every "
