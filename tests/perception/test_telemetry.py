@@ -10,7 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from strived.perception import telemetry as tm
+from strived.perception.telemetry import Telemetry, TelemetryError, find_telemetry, find_telemetry_report
+from strived.perception.telemetry.fixes import build_fixes
+from strived.perception.telemetry.gpmf import gps_from_gpmf_payload, read_gpmf_gps
+from strived.perception.telemetry.mp4 import MP4_EPOCH_TO_UNIX, read_mp4_info
+from strived.perception.telemetry.nmea import parse_nmea
 
 from .conftest import write_video
 
@@ -126,7 +130,7 @@ def test_nmea_sidecar_recovers_speed_yaw_accel(tmp_path):
     bad = bad[:-2] + ("00" if bad[-2:] != "00" else "11")
     nofix = rmc(T0_UTC + 5.5, lat[1], lon[1], 40.0, hd[0], status="V")
     write_nmea(tmp_path / "drive.GPS", t, extra_lines=[bad, nofix])
-    tel, warnings = tm.find_telemetry_report(video)
+    tel, warnings = find_telemetry_report(video)
     assert tel is not None and tel.source == "nmea:drive.GPS"
     assert tel.alignment.startswith("first sample")
     assert tel.t0_utc == pytest.approx(T0_UTC, abs=1e-3)
@@ -149,7 +153,7 @@ def test_nmea_gap_gives_nan_and_plain_sentences_without_prefix(tmp_path):
     video = write_video(tmp_path / "g.mp4", n_frames=5)
     t = np.concatenate([np.arange(0, 15.0), np.arange(19.0, 30.0)])  # 4 s gap
     write_nmea(tmp_path / "g.nmea", t, prefix=False)
-    tel = tm.find_telemetry(video)
+    tel = find_telemetry(video)
     assert tel is not None
     out = tel.resample(np.array([13.0, 14.5, 16.0, 17.5, 19.5, 25.0]))
     assert np.isfinite(out["speed"][[0, 4, 5]]).all()
@@ -162,7 +166,7 @@ def test_alignment_offset_and_container_time(tmp_path):
     video = write_video(tmp_path / "a.mp4", n_frames=30)   # 3 s at 10 fps
     t = np.arange(0.0, 35.0)
     write_nmea(tmp_path / "a.nmea", t)
-    tel = tm.find_telemetry(video, camera_config={"telemetry_offset_s": 2.5})
+    tel = find_telemetry(video, camera_config={"telemetry_offset_s": 2.5})
     assert tel.t[0] == pytest.approx(2.5) and "telemetry_offset_s" in tel.alignment
     assert tel.resample(np.array([9.5]))["speed"][0] == pytest.approx(truth([7.0])[0][0], abs=0.05)
 
@@ -170,37 +174,37 @@ def test_alignment_offset_and_container_time(tmp_path):
     raw = bytearray(video.read_bytes())
     i = raw.find(b"mvhd")
     assert raw[i + 4] == 0                                   # version 0: u32 creation_time
-    struct.pack_into(">I", raw, i + 8, int(T0_UTC + 3 + tm.MP4_EPOCH_TO_UNIX))
+    struct.pack_into(">I", raw, i + 8, int(T0_UTC + 3 + MP4_EPOCH_TO_UNIX))
     video.write_bytes(bytes(raw))
-    info = tm.read_mp4_info(video)
+    info = read_mp4_info(video)
     assert info.creation_unix == T0_UTC + 3 and info.duration_s == pytest.approx(3.0, abs=0.2)
-    tel, warnings = tm.find_telemetry_report(video)
+    tel, warnings = find_telemetry_report(video)
     assert tel.alignment == "container creation_time" and tel.t[0] == pytest.approx(-3.0)
     assert tel.resample(np.array([4.0]))["speed"][0] == pytest.approx(truth([7.0])[0][0], abs=0.05)
 
     # creation time 2 h off (e.g. local time): not trusted, first fix = first frame, with a warning
-    struct.pack_into(">I", raw, i + 8, int(T0_UTC + 7200 + tm.MP4_EPOCH_TO_UNIX))
+    struct.pack_into(">I", raw, i + 8, int(T0_UTC + 7200 + MP4_EPOCH_TO_UNIX))
     video.write_bytes(bytes(raw))
-    tel, warnings = tm.find_telemetry_report(video)
+    tel, warnings = find_telemetry_report(video)
     assert tel.t[0] == 0.0 and tel.alignment.startswith("first sample")
     assert any("creation time" in w for w in warnings)
 
 
 def test_broken_sidecars_give_none_with_reason(tmp_path):
     video = write_video(tmp_path / "v.mp4", n_frames=5)
-    assert tm.find_telemetry_report(video) == (None, [])
+    assert find_telemetry_report(video) == (None, [])
     (tmp_path / "v.nmea").write_bytes(b"")
     (tmp_path / "v.gps").write_bytes(np.random.default_rng(1).integers(0, 256, 4000, dtype=np.uint8).tobytes())
     (tmp_path / "v.gpx").write_bytes(b"\x89PNG\r\n\x1a\n not xml at all")
-    tel, warnings = tm.find_telemetry_report(video)
+    tel, warnings = find_telemetry_report(video)
     assert tel is None
     assert any("v.nmea: empty" in w for w in warnings)
     assert any("v.gps" in w and "no valid NMEA" in w for w in warnings)
     assert any("v.gpx" in w and "GPX" in w for w in warnings)
-    assert tm.find_telemetry(video) is None
+    assert find_telemetry(video) is None
     # a usable sidecar after broken ones is still found
     write_gpx(tmp_path / "v.gpx", np.arange(0.0, 10.0))
-    tel, warnings = tm.find_telemetry_report(video)
+    tel, warnings = find_telemetry_report(video)
     assert tel is not None and tel.source == "gpx:v.gpx" and any("no valid NMEA" in w for w in warnings)
 
 
@@ -213,7 +217,7 @@ def test_blackvue_names_and_midnight(tmp_path):
     # GGA-only sentences carry no date: the unix-ms prefix gives it, across midnight
     lines = [f"[{int((start + k) * 1000)}]" + gga(start + k, lat[k], lon[k]) for k in range(len(t))]
     (tmp_path / "20210601_235950_N.gps").write_text("\n".join(lines))
-    tel = tm.find_telemetry(video)
+    tel = find_telemetry(video)
     assert tel is not None and tel.speed_from == "positions" and tel.heading_from == "positions"
     assert np.allclose(np.diff(tel.t), 1.0)
     assert tel.t0_utc == pytest.approx(start)
@@ -230,11 +234,11 @@ def test_one_hour_file_parses(tmp_path):
         u = T0_UTC + 48600 + k
         lines.append(rmc(u, LAT0 + np.degrees(10 * k / R), LON0, 10.0, 0.0))
         lines.append(gga(u, LAT0 + np.degrees(10 * k / R), LON0))
-    parsed, w = tm.parse_nmea("\n".join(lines).encode(), "hour.nmea")
+    parsed, w = parse_nmea("\n".join(lines).encode(), "hour.nmea")
     assert not w and len(parsed["t_abs"]) == 3600
     assert np.allclose(np.diff(parsed["t_abs"]), 1.0)
-    b = tm._build(parsed["t_abs"], parsed["lat"], parsed["lon"], parsed["speed"], parsed["course"], "x")
-    tel = tm.Telemetry(b["t_abs"] - b["t_abs"][0], b["speed"], b["heading"], "nmea:hour.nmea")
+    b = build_fixes(parsed["t_abs"], parsed["lat"], parsed["lon"], parsed["speed"], parsed["course"], "x")
+    tel = Telemetry(b["t_abs"] - b["t_abs"][0], b["speed"], b["heading"], "nmea:hour.nmea")
     out = tel.resample(np.arange(0.0, 3599.0, 0.1))
     assert np.allclose(out["speed"], 10.0, atol=1e-3)
     assert np.nanmax(np.abs(out["yaw_rate"])) < 1e-6 and np.nanmax(np.abs(out["accel"])) < 1e-6
@@ -271,7 +275,7 @@ def write_gpx(path: Path, t, speed="kmh", course=True, t0=T0_UTC) -> Path:
 def test_gpx_track(tmp_path, speed, course):
     video = write_video(tmp_path / "trip.mp4", n_frames=5)
     write_gpx(tmp_path / "trip.gpx", np.arange(0.0, 35.0 + 1e-9), speed=speed, course=course)
-    tel, warnings = tm.find_telemetry_report(video)
+    tel, warnings = find_telemetry_report(video)
     assert tel is not None and tel.source == "gpx:trip.gpx" and not warnings
     assert tel.speed_from == ("positions" if speed is None else "reported")
     assert tel.heading_from == ("reported" if course else "positions")
@@ -285,7 +289,7 @@ def test_gpx_track(tmp_path, speed, course):
 def test_gpx_unlabelled_kmh_is_detected(tmp_path):
     video = write_video(tmp_path / "k.mp4", n_frames=5)
     write_gpx(tmp_path / "k.gpx", np.arange(0.0, 35.0), speed="kmh-unlabelled")
-    tel, warnings = tm.find_telemetry_report(video)
+    tel, warnings = find_telemetry_report(video)
     assert any("km/h" in w for w in warnings)
     assert tel.resample(np.array([16.0]))["speed"][0] == pytest.approx(15.0, abs=0.01)
 
@@ -386,26 +390,26 @@ def gpmf_video(tmp_path, name="GOPR0001.MP4", gps9=False, no_fix_payloads=()) ->
 def test_gpmf_klv_parser_scal_and_gps9():
     t = np.arange(0.0, 1.0, 0.1) + 7.0
     lat, lon = positions(t)
-    g = tm.gps_from_gpmf_payload(gpmf_payload(t))
+    g = gps_from_gpmf_payload(gpmf_payload(t))
     assert [x["key"] for x in g] == ["GPS5"] and g[0]["fix"] == 3
     assert g[0]["data"].shape == (10, 5)
     assert np.allclose(g[0]["data"][:, 0], lat, atol=2e-7) and np.allclose(g[0]["data"][:, 1], lon, atol=2e-7)
     assert np.allclose(g[0]["data"][:, 2], 500.0) and np.allclose(g[0]["data"][:, 3], truth(t)[0], atol=1e-3)
     assert g[0]["gpsu"].startswith("210601100007")
-    g9 = tm.gps_from_gpmf_payload(gpmf_payload(t, gps9=True))
+    g9 = gps_from_gpmf_payload(gpmf_payload(t, gps9=True))
     assert [x["key"] for x in g9] == ["GPS9"] and g9[0]["data"].shape == (10, 9)
     assert np.allclose(g9[0]["data"][:, 3], truth(t)[0], atol=1e-3) and np.allclose(g9[0]["data"][:, 8], 3)
-    with pytest.raises(tm.TelemetryError):
-        tm.gps_from_gpmf_payload(gpmf_payload(t)[:-40] + b"DEVC\0\x01\xff\xff")
+    with pytest.raises(TelemetryError):
+        gps_from_gpmf_payload(gpmf_payload(t)[:-40] + b"DEVC\0\x01\xff\xff")
 
 
 @pytest.mark.parametrize("gps9", [False, True])
 def test_gpmf_track_in_mp4(tmp_path, gps9):
     video = gpmf_video(tmp_path, gps9=gps9, no_fix_payloads=() if gps9 else (16,))
-    info = tm.read_mp4_info(video)
+    info = read_mp4_info(video)
     kinds = [(tr.handler, tr.fmt) for tr in info.tracks]
     assert ("meta", "gpmd") in kinds and len(kinds) == 2
-    tel, warnings = tm.find_telemetry_report(video)
+    tel, warnings = find_telemetry_report(video)
     assert tel is not None and tel.source == "gpmf" and tel.alignment == "gpmf track time"
     assert tel.speed_from == "reported" and tel.heading_from == "positions"
     assert tel.t0_utc == pytest.approx(T0_UTC, abs=0.01)
@@ -416,7 +420,7 @@ def test_gpmf_track_in_mp4(tmp_path, gps9):
         gap = (t_video > 16.0) & (t_video < 17.0)   # 15.9 -> 17.0 s: 1.1 s, bridged (< 2 s)
         assert np.isfinite(out["speed"][gap]).all()
     check_drive(out, t_video, yaw_tol=0.02, speed_tol=0.1)
-    off = tm.find_telemetry(video, camera_config={"telemetry_offset_s": -0.5})
+    off = find_telemetry(video, camera_config={"telemetry_offset_s": -0.5})
     assert off.t[0] == pytest.approx(-0.5)
 
 
@@ -432,7 +436,7 @@ def test_gpmf_file_reads_with_gopro_parser(tmp_path):
         data, ts = ex.extract_data("GPS5")
     finally:
         ex.close_source()
-    ours = tm.read_gpmf_gps(video, next(tr for tr in tm.read_mp4_info(video).tracks if tr.fmt == "gpmd"))
+    ours = read_gpmf_gps(video, next(tr for tr in read_mp4_info(video).tracks if tr.fmt == "gpmd"))
     assert data.shape == (350, 5)
     assert np.allclose(data[:, 0], ours["lat"], atol=1e-9) and np.allclose(data[:, 3], ours["speed"], atol=1e-9)
     assert np.allclose(ts, ours["t"], atol=0.02)
@@ -441,23 +445,23 @@ def test_gpmf_file_reads_with_gopro_parser(tmp_path):
 def test_not_an_mp4_and_corrupt_gpmf(tmp_path):
     junk = tmp_path / "junk.mp4"
     junk.write_bytes(b"RIFF" + b"\0" * 100)
-    assert tm.read_mp4_info(junk) is None
-    assert tm.find_telemetry_report(junk) == (None, [])
+    assert read_mp4_info(junk) is None
+    assert find_telemetry_report(junk) == (None, [])
     video = gpmf_video(tmp_path)
     raw = bytearray(video.read_bytes())
-    tr = next(tr for tr in tm.read_mp4_info(video).tracks if tr.fmt == "gpmd")
+    tr = next(tr for tr in read_mp4_info(video).tracks if tr.fmt == "gpmd")
     a, b = int(tr.offsets[0]), int(tr.offsets[-1] + tr.sizes[-1])
     raw[a:b] = np.random.default_rng(3).integers(0, 256, b - a, dtype=np.uint8).tobytes()
     bad = tmp_path / "bad.MP4"
     bad.write_bytes(bytes(raw))
-    tel, warnings = tm.find_telemetry_report(bad)
+    tel, warnings = find_telemetry_report(bad)
     assert tel is None and any(w.startswith("gpmf: unusable") for w in warnings)
     # half the payloads corrupt: the rest is still used, and the loss is reported
     raw = bytearray(video.read_bytes())
     mid = int(tr.offsets[17])
     raw[mid:b] = np.random.default_rng(4).integers(0, 256, b - mid, dtype=np.uint8).tobytes()
     bad.write_bytes(bytes(raw))
-    tel, warnings = tm.find_telemetry_report(bad)
+    tel, warnings = find_telemetry_report(bad)
     assert tel is not None and tel.t[-1] < 17.0 and any("payload" in w for w in warnings)
 
 
@@ -477,7 +481,7 @@ def test_kitti_oxts_as_nmea_and_positions(tmp_path):
     lines = [rmc(T0_UTC + t[k], lat[k], lon[k], v[k], course[k]) for k in range(len(t))]
     video = write_video(tmp_path / "k.mp4", n_frames=5)
     (tmp_path / "k.nmea").write_text("\n".join(lines))
-    tel = tm.find_telemetry(video)
+    tel = find_telemetry(video)
     out = tel.resample(t)
     inner = (t > 0.5) & (t < t[-1] - 0.5)
     af = np.array([float(r["af_mps2"]) for r in rows])
@@ -491,7 +495,7 @@ def test_kitti_oxts_as_nmea_and_positions(tmp_path):
     (tmp_path / "k.nmea").unlink()
     (tmp_path / "k.gpx").write_text('<gpx version="1.1" creator="t" xmlns="http://www.topografix.com/GPX/1/1">'
                                     f"<trk><trkseg>{pts}</trkseg></trk></gpx>")
-    tel = tm.find_telemetry(video)
+    tel = find_telemetry(video)
     assert tel.speed_from == "positions"
     out = tel.resample(t)
     assert np.nanmedian(np.abs(out["speed"] - v)) < 0.3           # measured 0.17
