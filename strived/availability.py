@@ -35,7 +35,7 @@ STATUSES = ("estimated", "partial", "unavailable", "no_objects")
 
 # derived rule fields read the availability of what they are computed from
 # (loc_x_road: loc_x with the ego's rotation taken out where the yaw rate is known; it has a value
-# wherever loc_x has one except the samples before a turn of more than 20 deg (rules.columns:
+# wherever loc_x has one except the samples before a turn of more than 20 deg (rules.road:
 # ROAD_MAX_TURN_RAD), which are part of a track, not a video's availability: it reads loc_x's)
 DERIVED_FROM = {"heading": "yaw_rate", "abs_loc_x": "loc_x", "loc_z": "distance", "loc_x_road": "loc_x",
                 "abs_loc_x_road": "loc_x"}

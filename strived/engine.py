@@ -276,6 +276,21 @@ def rule_ranking(library, rule: "Rule | dict[str, Rule]", binarize: bool = False
     return r if as_ranked else list(zip(r.ids, r.scores.tolist(), r.peaks.tolist()))
 
 
+def _add_damaged(library, unjudged: dict[str, list[str]], notices: list[str]) -> dict[str, list[str]]:
+    """``unjudged`` plus the videos whose stored records are damaged (the scorer left them out:
+    `rules.rowcheck`), each with the reason; their notice goes to ``notices``."""
+    from .rules.rowcheck import damaged_notice
+
+    broken = scorer_for(library).columns.broken
+    if not broken:
+        return unjudged
+    notices.append(damaged_notice(broken, len(library)))
+    out = dict(unjudged)
+    for vid, why in broken.items():
+        out[vid] = [f"records damaged: {why}"]
+    return out
+
+
 _positions_memo: list = [None]   # (ids, {id: position}) of the last list of ids asked about
 
 
@@ -397,6 +412,10 @@ def build_text_index(library, progress: ProgressFn = None, cancel: CancelFn = No
         note = f"dense retrieval unavailable: {rep.dense_unavailable}"
     elif rep.dense_rebuilt:
         note = f"the dense index was damaged ({rep.dense_rebuilt}) and has been rebuilt"
+    if rep.texts_skipped:
+        big = list(rep.texts_skipped.values())
+        more = [f"and {len(big) - 3} more such videos"] if len(big) > 3 else []
+        note = "; ".join(([note] if note else []) + big[:3] + more)
     warm_rule_features(library, progress=progress, cancel=cancel)
     return note
 
@@ -591,6 +610,7 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
             else:
                 ranked["rule"] = rule_ranking(library, rule_of if rule_of else rule_obj, unjudged=unjudged,
                                               cancel=cancel, as_ranked=True)
+                unjudged = _add_damaged(library, unjudged, notices)
             timings["rule"] = (time.perf_counter() - t1) * 1e3
         except SourceUnavailable as e:
             notices.append(f"rule source skipped: {e}")
@@ -769,5 +789,9 @@ def explain(library, video_id: str, rule: Rule | dict):
     from .rules.explain import explain_video
 
     r = rule if isinstance(rule, Rule) else parse_rule(rule)
+    why = scorer_for(library).columns.broken.get(video_id)
+    if why:      # its rows cannot be read back (`rules.rowcheck`): said, not a traceback
+        raise StrivedError(f"the stored records of video {video_id!r} are damaged ({why}): re-index or "
+                           f"re-import it, or remove it (`strived remove {video_id}`)")
     # an unknown soft term takes its expected value over the library (the scorer's numbers)
     return explain_video(library.get_video(video_id), r, term_means=scorer_for(library).term_means(r))

@@ -48,7 +48,7 @@ _running_cancel: ContextVar[CancelFn] = ContextVar("strived_running_cancel", def
 @contextmanager
 def cancel_scope(cancel: CancelFn) -> Iterator[None]:
     """Make ``cancel`` the running job's cancel for the code it calls that takes no ``cancel``
-    argument (the feature kernels of `strived.rules.columns` check it per chunk through
+    argument (the feature kernels of `strived.rules.chunks` check it per chunk through
     `current_cancel`). Per thread (a context variable); ``None`` keeps the enclosing one."""
     if cancel is None:
         yield

@@ -664,7 +664,7 @@ VIDEO_JOLT_GAP_S = (0.0, 1.5)
 # While the ego turns, every object at depth z sweeps sideways at z·yaw_rate in the camera's frame:
 # at 20 m and a gentle 0.2 rad/s that is 4 m/s, faster than any cut-in, so turning clips read as
 # "lateral motion" on every track. On video the object forms' lateral *motion* terms therefore read
-# the offset with the ego's rotation taken out (rules.columns: loc_x_road); their gates keep loc_x
+# the offset with the ego's rotation taken out (rules.road: loc_x_road); their gates keep loc_x
 # (where the vehicle is now, in the ego's frame: "in our lane ahead"). Collision events (VIDEO_JOLT) keep
 # loc_x: at contact the camera's own rotation is part of what a crash looks like (the jolt), and the yaw
 # rate measured through an impact is not the ego turning (measured on bench-dev, cross-fitted: collisions

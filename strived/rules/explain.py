@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..records import VideoRecords
-from .columns import T_EPS, TREND_MAX_GAP_S
+from .kernels import T_EPS, TREND_MAX_GAP_S
 from .model import EGO_FIELDS, OBJECT_FIELDS, Rule, SoftScore
 from .reference import (candidate_tracks, corpus_term_means, ego_known, ego_series, field_known,
                         held_long_enough, longest_held_run, op_holds, score_video, smoothed,
@@ -66,6 +66,9 @@ class Explanation:
     # sequence rules: how each step was realised (unit, anchor, span, score) and each negation
     steps: list = field(default_factory=list)
     absent: list = field(default_factory=list)
+    # where each ego field the rule reads came from (availability ``source``: ``video``,
+    # ``telemetry:...``, ``burnin:ocr``, mixes joined by ``+``; ``unknown`` without a record)
+    sources: dict[str, str] = field(default_factory=dict)
 
     def steps_dicts(self) -> tuple[list[dict], list[dict]]:
         """JSON-ready steps and negations (empty for single-pattern rules)."""
@@ -141,51 +144,79 @@ def explain_video(rec: VideoRecords, rule: Rule, term_means=None) -> Explanation
     obj_fields = [f for f in fields if f in OBJECT_FIELDS]
 
     # the ego series as a trace (always built when the rule reads an ego field)
-    ego_trace = None
-    if ego_fields or is_ego:
-        vals = {f: np.asarray(ego_series(rec, f), np.float64) for f in (ego_fields or ["speed"])}
-        ego_trace = TrackTrace(track=-1, cls="ego", t=rec.t.copy(), values=vals, soft={}, gates={},
-                               combined=np.zeros(len(rec.t)), unit_score=0.0)
-        for c in rule.soft_scores:
-            if c.field in EGO_FIELDS:
-                if ego_known(rec, c.field):
-                    tr_, smax, span = _soft_trace(rec.t, vals[c.field], c)
-                else:
-                    tr_, smax, span = _unknown_trace(len(rec.t))
-                    ego_trace.unknown.append(c.name)
-                ego_trace.soft[c.name], ego_trace.soft_max[c.name], ego_trace.spans[c.name] = tr_, smax, span
-        for g in rule.hard_gates:
-            if g.field in EGO_FIELDS:
-                ego_trace.gates[g.describe()] = np.array([op_holds(v, g.op, g.value) for v in vals[g.field]])
-
-    units = []
+    ego_trace = _ego_trace(rec, rule, ego_fields) if (ego_fields or is_ego) else None
     if is_ego:
         units = [ego_trace]
     else:
-        for tr in candidate_tracks(rec, rule):
-            t = rec.t[tr.pos]
-            vals = {f: np.asarray(track_series(rec, tr, f), np.float64) for f in obj_fields or ["distance"]}
-            tt = TrackTrace(track=tr.track_id, cls=tr.cls, t=t, values=vals, soft={}, gates={},
-                            combined=np.zeros(len(t)), unit_score=0.0)
-            for c in rule.soft_scores:
-                if c.field in EGO_FIELDS:
-                    # shared ego value, resampled onto this track's frames for plotting
-                    tt.soft[c.name] = ego_trace.soft[c.name][tr.pos]
-                    tt.soft_max[c.name] = ego_trace.soft_max[c.name]
-                    tt.spans[c.name] = ego_trace.spans[c.name]
-                    if c.name in ego_trace.unknown:
-                        tt.unknown.append(c.name)
-                elif field_known(rec, tr, c.field):
-                    tt.soft[c.name], tt.soft_max[c.name], tt.spans[c.name] = _soft_trace(t, vals[c.field], c)
-                else:
-                    tt.soft[c.name], tt.soft_max[c.name], tt.spans[c.name] = _unknown_trace(len(t))
-                    tt.unknown.append(c.name)
-            for g in rule.hard_gates:
-                if g.field not in EGO_FIELDS:
-                    tt.gates[g.describe()] = np.array([op_holds(v, g.op, g.value) for v in vals[g.field]])
-            units.append(tt)
+        units = [_track_trace(rec, rule, tr, obj_fields, ego_trace) for tr in candidate_tracks(rec, rule)]
+    _combine_terms(units, rule, term_means)
+    gate_results, gate_units = _gate_results(rule, units, ego_trace)
+    hard_ok = all(gate_results.values())
 
-    # min_fraction, per-unit weighted mean over the known terms (same decisions as the scorers)
+    peak_track, span = None, None
+    peak = max(units, key=lambda u: (u.unit_score, -u.track)) if units else None
+    gate_met = {name: _gate_witness(met, peak) for name, met in gate_units.items()}
+    if units and score > 0:
+        peak_track = None if is_ego else peak.track
+        # the same span the result list shows (one definition: peak_span)
+        span = peak_span(rec, rule, peak_track)
+    if span is not None:
+        span = (float(span[0]), float(span[1]))
+    traces = [u for u in units if u is not ego_trace]
+    return Explanation(video_id=rec.info.id, score=float(score), hard_ok=hard_ok, span_s=span,
+                       peak_track=peak_track, traces=traces, ego=ego_trace, gate_results=gate_results,
+                       gate_met=gate_met, sources=ego_sources(rec, rule))
+
+
+def _ego_trace(rec: VideoRecords, rule: Rule, ego_fields: list[str]) -> TrackTrace:
+    """The video's ego series as a trace: the ego fields the rule reads (speed when none), the
+    soft traces of its ego soft scores and the per-sample truth of its ego gates."""
+    vals = {f: np.asarray(ego_series(rec, f), np.float64) for f in (ego_fields or ["speed"])}
+    ego_trace = TrackTrace(track=-1, cls="ego", t=rec.t.copy(), values=vals, soft={}, gates={},
+                           combined=np.zeros(len(rec.t)), unit_score=0.0)
+    for c in rule.soft_scores:
+        if c.field in EGO_FIELDS:
+            if ego_known(rec, c.field):
+                tr_, smax, span = _soft_trace(rec.t, vals[c.field], c)
+            else:
+                tr_, smax, span = _unknown_trace(len(rec.t))
+                ego_trace.unknown.append(c.name)
+            ego_trace.soft[c.name], ego_trace.soft_max[c.name], ego_trace.spans[c.name] = tr_, smax, span
+    for g in rule.hard_gates:
+        if g.field in EGO_FIELDS:
+            ego_trace.gates[g.describe()] = np.array([op_holds(v, g.op, g.value) for v in vals[g.field]])
+    return ego_trace
+
+
+def _track_trace(rec: VideoRecords, rule: Rule, tr, obj_fields: list[str], ego_trace: TrackTrace | None) -> TrackTrace:
+    """One candidate track as a trace: its object fields (distance when none), soft traces (an ego
+    soft score's shared by every track) and the per-sample truth of its object gates."""
+    t = rec.t[tr.pos]
+    vals = {f: np.asarray(track_series(rec, tr, f), np.float64) for f in obj_fields or ["distance"]}
+    tt = TrackTrace(track=tr.track_id, cls=tr.cls, t=t, values=vals, soft={}, gates={},
+                    combined=np.zeros(len(t)), unit_score=0.0)
+    for c in rule.soft_scores:
+        if c.field in EGO_FIELDS:
+            # shared ego value, resampled onto this track's frames for plotting
+            tt.soft[c.name] = ego_trace.soft[c.name][tr.pos]
+            tt.soft_max[c.name] = ego_trace.soft_max[c.name]
+            tt.spans[c.name] = ego_trace.spans[c.name]
+            if c.name in ego_trace.unknown:
+                tt.unknown.append(c.name)
+        elif field_known(rec, tr, c.field):
+            tt.soft[c.name], tt.soft_max[c.name], tt.spans[c.name] = _soft_trace(t, vals[c.field], c)
+        else:
+            tt.soft[c.name], tt.soft_max[c.name], tt.spans[c.name] = _unknown_trace(len(t))
+            tt.unknown.append(c.name)
+    for g in rule.hard_gates:
+        if g.field not in EGO_FIELDS:
+            tt.gates[g.describe()] = np.array([op_holds(v, g.op, g.value) for v in vals[g.field]])
+    return tt
+
+
+def _combine_terms(units: list[TrackTrace], rule: Rule, term_means) -> None:
+    """Each unit's ``unit_score`` and ``combined`` trace: min_fraction, then the weighted mean over
+    the known terms with the unknown ones imputed (same decisions as the scorers)."""
     if rule.soft_scores and units:
         for c in rule.soft_scores:
             if c.min_fraction is not None:
@@ -221,6 +252,9 @@ def explain_video(rec: VideoRecords, rule: Rule, term_means=None) -> Explanation
             u.unit_score = 1.0
             u.combined = np.ones(len(u.t))
 
+
+def _gate_results(rule: Rule, units: list[TrackTrace], ego_trace: TrackTrace | None):
+    """({gate: met by some unit}, {gate: the units that met it})."""
     gate_results = {}
     gate_units: dict[str, list] = {}
     for g in rule.hard_gates:
@@ -242,21 +276,20 @@ def explain_video(rec: VideoRecords, rule: Rule, term_means=None) -> Explanation
                     met.append(u)
         gate_results[name] = bool(met)
         gate_units[name] = met
-    hard_ok = all(gate_results.values())
+    return gate_results, gate_units
 
-    peak_track, span = None, None
-    peak = max(units, key=lambda u: (u.unit_score, -u.track)) if units else None
-    gate_met = {name: _gate_witness(met, peak) for name, met in gate_units.items()}
-    if units and score > 0:
-        peak_track = None if is_ego else peak.track
-        # the same span the result list shows (one definition: peak_span)
-        span = peak_span(rec, rule, peak_track)
-    if span is not None:
-        span = (float(span[0]), float(span[1]))
-    traces = [u for u in units if u is not ego_trace]
-    return Explanation(video_id=rec.info.id, score=float(score), hard_ok=hard_ok, span_s=span,
-                       peak_track=peak_track, traces=traces, ego=ego_trace, gate_results=gate_results,
-                       gate_met=gate_met)
+
+def ego_sources(rec: VideoRecords, rule: Rule) -> dict[str, str]:
+    """{ego field the rule reads: the source of its values in this video}."""
+    from ..availability import DERIVED_FROM
+
+    avail = rec.info.attrs.get("availability") if isinstance(rec.info.attrs, dict) else None
+    out = {}
+    for f in rule.fields():
+        if f in EGO_FIELDS:
+            e = (avail or {}).get(DERIVED_FROM.get(f, f))
+            out[f] = str(e.get("source")) if isinstance(e, dict) and e.get("source") else "unknown"
+    return out
 
 
 def _gate_witness(met: list, peak) -> "TrackTrace | None":
@@ -277,7 +310,8 @@ def gate_witnesses(expl: Explanation, rule: Rule) -> list[dict]:
         name = g.describe()
         u = expl.gate_met.get(name)
         if u is None:
-            out.append({"gate": name, "met": False})
+            out.append({"gate": name, "met": False, **({"source": expl.sources[g.field]}
+                                                       if g.field in expl.sources else {})})
             continue
         held = np.asarray(u.gates[name], bool)
         t = np.asarray(u.t, float)
@@ -288,6 +322,8 @@ def gate_witnesses(expl: Explanation, rule: Rule) -> list[dict]:
              "last_s": float(t[held][-1]) if held.any() else None,
              "fraction": float(held[ok].mean()) if ok.any() else None,
              "is_peak_track": expl.peak_track is not None and u.track == expl.peak_track}
+        if g.field in expl.sources:
+            w["source"] = expl.sources[g.field]    # which source gave the speed (or accel...)
         if g.min_seconds is not None:
             best = longest_held_run(t, vals, g.op, g.value)
             if best is not None:
@@ -469,4 +505,4 @@ def explain_sequence(rec: VideoRecords, rule: Rule, term_means=None) -> Explanat
                        span_s=None if span is None else (float(span[0]), float(span[1])),
                        peak_track=m.peak_track, traces=traces, ego=ego,
                        gate_results={f"step {s.index + 1} ({s.name}) realised": True for s in m.steps},
-                       steps=m.steps, absent=m.absent)
+                       steps=m.steps, absent=m.absent, sources=ego_sources(rec, rule))

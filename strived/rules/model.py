@@ -1,4 +1,5 @@
-"""The rule DSL: one JSON Schema, frozen dataclasses, parsing with errors that point into the JSON.
+"""The rule DSL: frozen dataclasses, parsing with errors that point into the JSON (the one JSON
+Schema and the field tables: `schema`).
 
 A rule has three parts (paper, Section "Symbolic Path" and appendix "Rule Scoring"):
 ``entity`` (who), ``hard_gates`` (what must hold), ``soft_scores`` (how strongly).
@@ -11,32 +12,16 @@ accepted and stored as ``lt``, ``le``, ``gt``, ``ge``.
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import RuleError
-
-OBJECT_FIELDS = ("distance", "loc_x", "loc_z", "lane_rel", "bbox_area", "score", "abs_loc_x", "loc_x_road",
-                 "abs_loc_x_road")
-EGO_FIELDS = ("speed", "yaw_rate", "accel", "heading", "jolt")
-ALL_FIELDS = OBJECT_FIELDS + EGO_FIELDS
-FIELD_UNITS = {"distance": "m", "loc_x": "m", "loc_z": "m", "lane_rel": "lanes", "bbox_area": "px²",
-               "score": "", "abs_loc_x": "m", "speed": "m/s", "yaw_rate": "rad/s", "accel": "m/s²",
-               "heading": "rad", "jolt": "rad/s", "loc_x_road": "m", "abs_loc_x_road": "m"}
-OPS = {"lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
-OP_SYMBOL = {"lt": "<", "le": "≤", "gt": ">", "ge": "≥"}
-
-#: Bounds of every number a rule carries (issue: a 1e14 window overflowed the scorer). Windows,
-#: durations, gaps and negation windows are seconds; values and magnitudes are in the field's unit
-#: (bbox_area is px², hence the wide bound); weights are relative.
-MAX_SECONDS = 3600.0
-MAX_ABS_VALUE = 1e9
-MAX_WEIGHT = 1000.0
-MAX_STEPS = 8
-MAX_ABSENT = 8
-MAX_DEPTH = 32
+from .schema import EGO_FIELDS, MAX_DEPTH, OBJECT_FIELDS, OP_SYMBOL, OPS, RULE_SCHEMA
+# the field tables, bounds and schema live in `schema`; these are re-exported because many modules
+# (app, engine, rulelib, rules, tests) import them from here
+from .schema import ALL_FIELDS as ALL_FIELDS, FIELD_UNITS as FIELD_UNITS, MAX_SECONDS as MAX_SECONDS
+from .schema import rule_schema as rule_schema
 
 #: Classes the records format names (docs/formats.md) plus those the event library uses. Other class
 #: names are allowed (an unknown class is a class of its own) but draw a warning with a suggestion.
@@ -48,150 +33,6 @@ CLASS_SYNONYMS = {"person": "pedestrian", "people": "pedestrian", "walker": "ped
                   "motorbike": "motorcycle", "scooter": "motorcycle", "moped": "motorcycle",
                   "van": "car", "suv": "car", "sedan": "car", "vehicle": "car", "lorry": "truck",
                   "cone": "traffic_cone", "coach": "bus"}
-
-
-def _num(lo=None, hi=None, *, excl_lo=False, nullable=False, desc=None, default=None) -> dict:
-    d: dict[str, Any] = {"type": ["number", "null"] if nullable else "number"}
-    if lo is not None:
-        d["exclusiveMinimum" if excl_lo else "minimum"] = lo
-    if hi is not None:
-        d["maximum"] = hi
-    if default is not None:
-        d["default"] = default
-    if desc:
-        d["description"] = desc
-    return d
-
-
-ENTITY_SCHEMA: dict[str, Any] = {
-    "type": "object", "additionalProperties": False,
-    "properties": {
-        "role": {"enum": ["object", "ego"], "default": "object",
-                 "description": "object = other road users; ego = the ego vehicle's own series"},
-        "class_filter": {"type": ["array", "null"], "maxItems": 64,
-                         "items": {"type": "string", "minLength": 1, "maxLength": 64},
-                         "description": "classes to consider; null = any class"},
-        "selection": {"enum": ["any", "closest"], "default": "any",
-                      "description": "closest = only the track with the smallest mean distance"},
-        "agg_mode": {"enum": ["any", "consensus"], "default": "any",
-                     "description": "any = max over tracks; consensus = (max + mean) / 2"},
-    },
-}
-
-GATE_SCHEMA: dict[str, Any] = {
-    "type": "object", "additionalProperties": False,
-    "required": ["field", "op", "value"],
-    "properties": {
-        "field": {"enum": list(ALL_FIELDS)},
-        "op": {"enum": list(OPS)},
-        "value": _num(-MAX_ABS_VALUE, MAX_ABS_VALUE),
-        "min_time_fraction": _num(0, 1, excl_lo=True, nullable=True,
-                                  desc="extension: the condition must hold in at least this "
-                                       "fraction of the track's frames (null = in at least one frame)"),
-        "min_seconds": _num(0, MAX_SECONDS, excl_lo=True, nullable=True,
-                            desc="extension, seconds: the condition must hold over an unbroken run "
-                                 "of the unit's samples lasting at least this long (last sample's "
-                                 "time minus the first's; a sample without a value breaks the run). "
-                                 "A duration, not a share of the clip: 'stopped for 3 s' is found "
-                                 "in a clip of any length. Not with min_time_fraction (null = in at "
-                                 "least one frame)"),
-    },
-}
-
-SOFT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["type", "field"],
-    "properties": {
-        "type": {"enum": ["temporal_change", "max_change", "monotonic_trend"]},
-        "field": {"enum": list(ALL_FIELDS)},
-        "window_seconds": _num(0, MAX_SECONDS, excl_lo=True),
-        "magnitude": _num(0, MAX_ABS_VALUE, excl_lo=True,
-                          desc="normaliser delta: score = min(1, change / delta)"),
-        "min_delta": _num(0, MAX_ABS_VALUE / 2, excl_lo=True,
-                          desc="threshold at which the score is 0.5 (= magnitude / 2)"),
-        "direction": {"enum": [None, "positive", "negative", "increasing", "decreasing"]},
-        "min_duration_seconds": _num(0, MAX_SECONDS, excl_lo=True),
-        "weight": _num(0, MAX_WEIGHT, default=1.0),
-        "min_fraction": _num(0, 1, nullable=True),
-    },
-}
-
-
-def _fragment_props() -> dict:
-    return {"name": {"type": ["string", "null"], "maxLength": 200},
-            "entity": copy.deepcopy(ENTITY_SCHEMA),
-            "hard_gates": {"type": "array", "maxItems": 32, "items": copy.deepcopy(GATE_SCHEMA)},
-            "soft_scores": {"type": "array", "maxItems": 32, "items": copy.deepcopy(SOFT_SCHEMA)}}
-
-
-STEP_SCHEMA: dict[str, Any] = {
-    "type": "object", "additionalProperties": False, "required": ["entity"],
-    "description": "one step of a sequence: a rule fragment realised by one unit (a track, or the ego) "
-                   "at one anchor time; its gates hold at that time, its soft scores are the "
-                   "per-frame traces ending there",
-    "properties": {
-        **_fragment_props(),
-        "weight": _num(0, MAX_WEIGHT, excl_lo=True, default=1.0,
-                       desc="exponent weight of the step in the weighted geometric mean"),
-        "gap": {"type": "object", "additionalProperties": False, "required": ["max_seconds"],
-                "description": "time from the previous step's anchor to this step's anchor "
-                               "(every step after the first)",
-                "properties": {"min_seconds": _num(0, MAX_SECONDS, default=0.0),
-                               "max_seconds": _num(0, MAX_SECONDS)}},
-        "same_track": {"type": "boolean", "default": False,
-                       "description": "this step must be realised by the same track as the previous step"},
-    },
-}
-
-ABSENT_SCHEMA: dict[str, Any] = {
-    "type": "object", "additionalProperties": False, "required": ["entity"],
-    "description": "scoped negation: a fragment that must NOT hold within [t - before_seconds, "
-                   "t + after_seconds] of the anchor time t of step `step`; its gates are the "
-                   "spatial scope (e.g. distance < 20). The sequence score is multiplied by "
-                   "1 - (the fragment's best per-frame score inside that window)",
-    "properties": {
-        **_fragment_props(),
-        "step": {"type": "integer", "minimum": 0, "maximum": MAX_STEPS - 1,
-                 "description": "the step whose anchor time the window is around (default: the last)"},
-        "before_seconds": _num(0, MAX_SECONDS, default=0.0),
-        "after_seconds": _num(0, MAX_SECONDS, default=0.0),
-    },
-}
-
-RULE_SCHEMA: dict[str, Any] = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "$id": "https://strived.local/schema/rule/1",
-    "title": "STRIVE-D symbolic rule",
-    "description": "Either a single pattern (entity, hard_gates, soft_scores): S = S_hard · S_entity. "
-                   "Gates: a video passes gate g if some candidate track (or the ego series, for ego "
-                   "fields) satisfies op(field, value) in some frame. Soft scores give a per-track "
-                   "score in [0, 1]; the entity selector aggregates tracks. Or a sequence: ordered "
-                   "steps with gaps between them, scored as the best assignment of (unit, time) to "
-                   "the steps: the weighted geometric mean of the steps' scores, times the scoped "
-                   "negations' factors (docs/rules.md).",
-    "type": "object",
-    "anyOf": [{"required": ["entity", "soft_scores"]}, {"required": ["sequence"]}],
-    "additionalProperties": False,
-    "properties": {
-        "event": {"type": ["string", "null"], "maxLength": 200, "description": "event name (snake_case)"},
-        "description": {"type": ["string", "null"], "maxLength": 2000},
-        "confidence": _num(0, 1, nullable=True),
-        "scoring_notes": {"type": ["string", "null"], "maxLength": 2000},
-        "entity": copy.deepcopy(ENTITY_SCHEMA),
-        "hard_gates": {"type": "array", "maxItems": 32, "items": copy.deepcopy(GATE_SCHEMA)},
-        "soft_scores": {"type": "array", "maxItems": 32, "items": copy.deepcopy(SOFT_SCHEMA)},
-        "sequence": {"type": "array", "minItems": 1, "maxItems": MAX_STEPS,
-                     "items": copy.deepcopy(STEP_SCHEMA),
-                     "description": "ordered steps (temporal composition: A, then B within T s)"},
-        "absent": {"type": "array", "maxItems": MAX_ABSENT, "items": copy.deepcopy(ABSENT_SCHEMA),
-                   "description": "scoped negations of a sequence rule"},
-    },
-}
-
-
-def rule_schema() -> dict:
-    """The one JSON Schema every rule is validated against (a copy)."""
-    return copy.deepcopy(RULE_SCHEMA)
 
 
 @dataclass(frozen=True)
@@ -496,6 +337,19 @@ def parse_rule(d: Any) -> Rule:
 
 def _fragment(d: dict, base: str, errors: list, warnings: list, *, in_sequence: bool):
     """(Entity, gates, soft scores) of a rule or a sequence fragment, with semantic checks."""
+    entity = _entity(d, base, errors, warnings, in_sequence=in_sequence)
+    gates = _gates(d, base, errors, entity.role, in_sequence=in_sequence)
+    softs = [_soft(s, f"{base}/soft_scores/{i}", errors, entity.role, in_sequence=in_sequence)
+             for i, s in enumerate(d.get("soft_scores") or [])]
+    if softs and sum(s.weight for s in softs) <= 0:
+        errors.append((f"{base}/soft_scores", "the weights sum to zero: at least one weight must be > 0"))
+    if not softs and not gates and not in_sequence:
+        errors.append((base, "a rule needs at least one hard gate or soft score"))
+    return entity, tuple(gates), tuple(softs)
+
+
+def _entity(d: dict, base: str, errors: list, warnings: list, *, in_sequence: bool) -> Entity:
+    """The fragment's entity; its role/selection/class checks, unknown classes as warnings."""
     ent = d.get("entity") or {}
     role = ent.get("role", "object") or "object"
     cf = ent.get("class_filter")
@@ -517,7 +371,11 @@ def _fragment(d: dict, base: str, errors: list, warnings: list, *, in_sequence: 
             warnings.append((f"{base}/entity/class_filter/{i}",
                              f"unknown class '{c}': not a class the records format or the detector "
                              f"uses, so probably no track matches{hint}"))
+    return entity
 
+
+def _gates(d: dict, base: str, errors: list, role: str, *, in_sequence: bool) -> list:
+    """The fragment's hard gates, with their checks."""
     gates = []
     for i, g in enumerate(d.get("hard_gates") or []):
         v = float(g["value"])
@@ -540,53 +398,49 @@ def _fragment(d: dict, base: str, errors: list, warnings: list, *, in_sequence: 
         gates.append(Gate(field=g["field"], op=OPS[g["op"]], value=v,
                           min_time_fraction=g.get("min_time_fraction"),
                           min_seconds=None if secs is None else float(secs)))
+    return gates
 
-    softs = []
-    for i, s in enumerate(d.get("soft_scores") or []):
-        p = f"{base}/soft_scores/{i}"
-        typ = "temporal_change" if s["type"] == "max_change" else s["type"]
-        w = float(s.get("weight", 1.0))
-        if role == "ego" and s["field"] in OBJECT_FIELDS:
-            errors.append((f"{p}/field", f"'{s['field']}' is an object field; an ego rule scores only "
-                                         f"{', '.join(EGO_FIELDS)}"))
-        mf = s.get("min_fraction")
-        if in_sequence and mf is not None:
-            errors.append((f"{p}/min_fraction", "not available in a step or negation (one unit realises it)"))
-        if typ == "temporal_change":
-            extra = set(s) - {"type", "field", "window_seconds", "magnitude", "min_delta", "direction",
-                              "weight", "min_fraction"}
-            for k in sorted(extra):
-                errors.append((f"{p}/{k}", "not a key of a temporal_change soft score"))
-            if "window_seconds" not in s:
-                errors.append((f"{p}/window_seconds", "required for temporal_change"))
-            if "magnitude" in s and "min_delta" in s:
-                errors.append((f"{p}/min_delta", "give either magnitude or min_delta, not both"))
-            elif "magnitude" not in s and "min_delta" not in s:
-                errors.append((f"{p}/magnitude", "required for temporal_change (or min_delta)"))
-            direction = s.get("direction")
-            if direction in ("increasing", "decreasing"):
-                errors.append((f"{p}/direction", "temporal_change takes null, 'positive' or 'negative'"))
-            mag = float(s["magnitude"]) if "magnitude" in s else 2.0 * float(s.get("min_delta", 0.5))
-            softs.append(SoftScore(type=typ, field=s["field"], weight=w,
-                                   window_s=float(s.get("window_seconds", 1.0)), magnitude=mag,
-                                   direction=direction, min_fraction=mf))
-        else:
-            extra = set(s) - {"type", "field", "direction", "min_duration_seconds", "weight", "min_fraction"}
-            for k in sorted(extra):
-                errors.append((f"{p}/{k}", "not a key of a monotonic_trend soft score"))
-            direction = s.get("direction")
-            if direction not in ("increasing", "decreasing"):
-                errors.append((f"{p}/direction", "monotonic_trend needs 'increasing' or 'decreasing'"))
-            if "min_duration_seconds" not in s:
-                errors.append((f"{p}/min_duration_seconds", "required for monotonic_trend"))
-            softs.append(SoftScore(type=typ, field=s["field"], weight=w, direction=direction,
-                                   min_duration_s=float(s.get("min_duration_seconds", 1.0)),
-                                   min_fraction=mf))
-    if softs and sum(s.weight for s in softs) <= 0:
-        errors.append((f"{base}/soft_scores", "the weights sum to zero: at least one weight must be > 0"))
-    if not softs and not gates and not in_sequence:
-        errors.append((base, "a rule needs at least one hard gate or soft score"))
-    return entity, tuple(gates), tuple(softs)
+
+def _soft(s: dict, p: str, errors: list, role: str, *, in_sequence: bool) -> SoftScore:
+    """One soft score (at JSON pointer ``p``), with its checks."""
+    typ = "temporal_change" if s["type"] == "max_change" else s["type"]
+    w = float(s.get("weight", 1.0))
+    if role == "ego" and s["field"] in OBJECT_FIELDS:
+        errors.append((f"{p}/field", f"'{s['field']}' is an object field; an ego rule scores only "
+                                     f"{', '.join(EGO_FIELDS)}"))
+    mf = s.get("min_fraction")
+    if in_sequence and mf is not None:
+        errors.append((f"{p}/min_fraction", "not available in a step or negation (one unit realises it)"))
+    if typ == "temporal_change":
+        extra = set(s) - {"type", "field", "window_seconds", "magnitude", "min_delta", "direction",
+                          "weight", "min_fraction"}
+        for k in sorted(extra):
+            errors.append((f"{p}/{k}", "not a key of a temporal_change soft score"))
+        if "window_seconds" not in s:
+            errors.append((f"{p}/window_seconds", "required for temporal_change"))
+        if "magnitude" in s and "min_delta" in s:
+            errors.append((f"{p}/min_delta", "give either magnitude or min_delta, not both"))
+        elif "magnitude" not in s and "min_delta" not in s:
+            errors.append((f"{p}/magnitude", "required for temporal_change (or min_delta)"))
+        direction = s.get("direction")
+        if direction in ("increasing", "decreasing"):
+            errors.append((f"{p}/direction", "temporal_change takes null, 'positive' or 'negative'"))
+        mag = float(s["magnitude"]) if "magnitude" in s else 2.0 * float(s.get("min_delta", 0.5))
+        return SoftScore(type=typ, field=s["field"], weight=w,
+                         window_s=float(s.get("window_seconds", 1.0)), magnitude=mag,
+                         direction=direction, min_fraction=mf)
+    else:
+        extra = set(s) - {"type", "field", "direction", "min_duration_seconds", "weight", "min_fraction"}
+        for k in sorted(extra):
+            errors.append((f"{p}/{k}", "not a key of a monotonic_trend soft score"))
+        direction = s.get("direction")
+        if direction not in ("increasing", "decreasing"):
+            errors.append((f"{p}/direction", "monotonic_trend needs 'increasing' or 'decreasing'"))
+        if "min_duration_seconds" not in s:
+            errors.append((f"{p}/min_duration_seconds", "required for monotonic_trend"))
+        return SoftScore(type=typ, field=s["field"], weight=w, direction=direction,
+                         min_duration_s=float(s.get("min_duration_seconds", 1.0)),
+                         min_fraction=mf)
 
 
 def _friendly(e) -> str:

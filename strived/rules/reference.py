@@ -12,9 +12,11 @@ import math
 
 import numpy as np
 
+from ..availability import confident_ego
 from ..records import VideoRecords
-from .columns import ROAD_MAX_TURN_RAD, T_EPS, TREND_MAX_GAP_S
+from .kernels import T_EPS, TREND_MAX_GAP_S
 from .model import EGO_FIELDS, Rule, SoftScore
+from .road import ROAD_MAX_TURN_RAD
 
 
 def ego_series(rec: VideoRecords, field_name: str) -> list[float]:
@@ -26,7 +28,7 @@ def ego_series(rec: VideoRecords, field_name: str) -> list[float]:
                 h += 0.5 * (y[j] + y[j - 1]) * (rec.t[j] - rec.t[j - 1])
             out.append(h)
         return out
-    return [float(np.float32(x)) for x in rec.ego[field_name]]
+    return [float(np.float32(x)) for x in confident_ego(rec.ego, field_name)]   # speed: confident samples
 
 
 def track_series(rec: VideoRecords, tr, field_name: str) -> list[float]:

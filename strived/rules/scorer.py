@@ -144,94 +144,18 @@ class RuleScorer:
             return ScoreResult(video_ids=list(cols.video_ids), scores=scores,
                                hard=np.ones(V, bool), peak_track=peak, term_means=st.term_means)
         mask, owner, is_ego = self.candidates(rule)
-        n_units = mask.shape[0]
-
-        # hard gates: a product of per-video existence tests
-        hard = np.ones(V, bool)
-        for g in rule.hard_gates:
-            check_cancel(cancel)
-            ok = _gate_units(cols, g)
-            if g.field in EGO_FIELDS:
-                hard &= ok  # ego units are videos
-            else:
-                per_video = np.zeros(V, bool)
-                sel = ok & mask
-                per_video[owner[sel]] = True
-                hard &= per_video
-
+        hard = _hard_gates(cols, rule, mask, owner, cancel)
         # soft scores per unit: only candidates of videos that pass the hard gates can make a
         # score (the others score 0 whatever their soft values), so only their window features
         # are computed (a window never used before costs the passing candidates only)
         has_cand = np.zeros(V, bool)
         has_cand[owner[mask]] = True
         mask = mask & hard[owner]
-        means = ()
         if rule.soft_scores:
-            # a term whose field has no value at all over a unit (a track; the video's ego series
-            # for an ego field) is unknown there: it takes the term's expected value, the mean of
-            # s_c over the units of this scoring where it is known (after binarize and min_fraction);
-            # a term no unit knows is left out (the weights renormalised over the others), and a
-            # unit where no term is known scores 0
-            acc = np.zeros(n_units, np.float64)
-            wk = np.zeros(n_units, np.float64)
-            n_known = np.zeros(n_units, np.int64)
-            means = []
-            need_units = np.flatnonzero(mask)
-            need_videos = None
-            for c in rule.soft_scores:
-                check_cancel(cancel)
-                ego_in_obj = c.field in EGO_FIELDS and not is_ego
-                if ego_in_obj and need_videos is None:
-                    need_videos = np.flatnonzero(np.bincount(owner[need_units], minlength=V))
-                s = soft_values(cols, c, binarize, units=need_videos if ego_in_obj else need_units)
-                known = cols.known(c.field)   # per unit of the field's role
-                if ego_in_obj:
-                    s = s[owner]  # the video's ego value, shared by each of its tracks
-                    known = known[owner]
-                kn = mask & known
-                if c.min_fraction is not None:
-                    # the share of the candidates where the term is known that reach 0.5
-                    nk = np.bincount(owner[kn], minlength=V).astype(np.float64)
-                    hit = np.bincount(owner[kn], weights=(s[kn] >= 0.5), minlength=V)
-                    with np.errstate(invalid="ignore", divide="ignore"):
-                        frac = np.where(nk > 0, hit / np.maximum(nk, 1), 0.0)
-                    keep = frac >= c.min_fraction - 1e-12
-                    s = np.where(keep[owner], s, 0.0)
-                n_known += known
-                if kn.any():
-                    m = float(np.mean(s[kn]))          # E[s_c] over this scoring's known units
-                    means.append(m)
-                    acc += c.weight * np.where(known, s, m)
-                    wk += c.weight
-                else:                                   # nobody knows it: left out everywhere
-                    means.append(None)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                unit = np.where((wk > 0) & (n_known > 0), acc / np.where(wk > 0, wk, 1.0), 0.0)
-            means = tuple(means)
+            unit, means = _unit_scores(cols, rule, mask, owner, is_ego, binarize, cancel)
         else:
-            unit = np.ones(n_units, np.float64)
-
-        # entity aggregation over candidates
-        best = np.zeros(V, np.float64)
-        peak = np.full(V, -1, np.int64)
-        if mask.any():
-            # units are grouped by video (owner ascending): per-video max by reduceat, the peak
-            # unit is the first unit of its video reaching that max (ties: lowest track id order)
-            cand = np.flatnonzero(mask)
-            o = owner[cand]
-            u = unit[cand]
-            starts = np.flatnonzero(np.r_[True, o[1:] != o[:-1]])
-            vids = o[starts]
-            gmax = np.maximum.reduceat(u, starts)
-            best[vids] = gmax
-            is_max = u == np.repeat(gmax, np.diff(np.r_[starts, len(o)]))
-            mi = np.flatnonzero(is_max)
-            first = mi[np.r_[True, o[mi][1:] != o[mi][:-1]]]
-            peak[o[first]] = -1 if is_ego else cols.track_ids[cand[first]]
-            if rule.entity.agg_mode == "consensus":
-                tot = np.add.reduceat(u, starts)
-                cnt = np.diff(np.r_[starts, len(o)])
-                best[vids] = 0.5 * (gmax + tot / cnt)
+            unit, means = np.ones(mask.shape[0], np.float64), ()
+        best, peak = _aggregate(cols, rule, mask, owner, unit, is_ego)
         entity = np.where(has_cand, best, 0.0)
         scores = np.where(hard, entity, 0.0)
         self._remember_means(rule, binarize, means)
@@ -270,3 +194,95 @@ class RuleScorer:
         """Per-track per-frame traces, the peak track and the time span where the score peaked;
         unknown terms take this corpus's expected values (the numbers `score` uses)."""
         return explain_video(self.records(video_id), rule, term_means=self.term_means(rule))
+
+
+def _hard_gates(cols: TrackColumns, rule: Rule, mask: np.ndarray, owner: np.ndarray, cancel: CancelFn) -> np.ndarray:
+    """Per-video truth of the rule's hard gates: a product of per-video existence tests."""
+    hard = np.ones(cols.n_videos, bool)
+    for g in rule.hard_gates:
+        check_cancel(cancel)
+        ok = _gate_units(cols, g)
+        if g.field in EGO_FIELDS:
+            hard &= ok  # ego units are videos
+        else:
+            per_video = np.zeros(cols.n_videos, bool)
+            sel = ok & mask
+            per_video[owner[sel]] = True
+            hard &= per_video
+    return hard
+
+
+def _unit_scores(cols: TrackColumns, rule: Rule, mask: np.ndarray, owner: np.ndarray, is_ego: bool,
+                 binarize: bool, cancel: CancelFn) -> tuple[np.ndarray, tuple]:
+    """(S_track per unit, E[s_c] per soft score) over the candidate units ``mask``.
+
+    A term whose field has no value at all over a unit (a track; the video's ego series for an
+    ego field) is unknown there: it takes the term's expected value, the mean of s_c over the
+    units of this scoring where it is known (after binarize and min_fraction); a term no unit
+    knows is left out (the weights renormalised over the others), and a unit where no term is
+    known scores 0."""
+    V = cols.n_videos
+    n_units = mask.shape[0]
+    acc = np.zeros(n_units, np.float64)
+    wk = np.zeros(n_units, np.float64)
+    n_known = np.zeros(n_units, np.int64)
+    means = []
+    need_units = np.flatnonzero(mask)
+    need_videos = None
+    for c in rule.soft_scores:
+        check_cancel(cancel)
+        ego_in_obj = c.field in EGO_FIELDS and not is_ego
+        if ego_in_obj and need_videos is None:
+            need_videos = np.flatnonzero(np.bincount(owner[need_units], minlength=V))
+        s = soft_values(cols, c, binarize, units=need_videos if ego_in_obj else need_units)
+        known = cols.known(c.field)   # per unit of the field's role
+        if ego_in_obj:
+            s = s[owner]  # the video's ego value, shared by each of its tracks
+            known = known[owner]
+        kn = mask & known
+        if c.min_fraction is not None:
+            # the share of the candidates where the term is known that reach 0.5
+            nk = np.bincount(owner[kn], minlength=V).astype(np.float64)
+            hit = np.bincount(owner[kn], weights=(s[kn] >= 0.5), minlength=V)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                frac = np.where(nk > 0, hit / np.maximum(nk, 1), 0.0)
+            keep = frac >= c.min_fraction - 1e-12
+            s = np.where(keep[owner], s, 0.0)
+        n_known += known
+        if kn.any():
+            m = float(np.mean(s[kn]))          # E[s_c] over this scoring's known units
+            means.append(m)
+            acc += c.weight * np.where(known, s, m)
+            wk += c.weight
+        else:                                   # nobody knows it: left out everywhere
+            means.append(None)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        unit = np.where((wk > 0) & (n_known > 0), acc / np.where(wk > 0, wk, 1.0), 0.0)
+    return unit, tuple(means)
+
+
+def _aggregate(cols: TrackColumns, rule: Rule, mask: np.ndarray, owner: np.ndarray, unit: np.ndarray,
+               is_ego: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(S_entity per video, peak track id per video: -1 when none) over the candidates ``mask``."""
+    V = cols.n_videos
+    best = np.zeros(V, np.float64)
+    peak = np.full(V, -1, np.int64)
+    if mask.any():
+        # units are grouped by video (owner ascending): per-video max by reduceat, the peak
+        # unit is the first unit of its video reaching that max (ties: lowest track id order)
+        cand = np.flatnonzero(mask)
+        o = owner[cand]
+        u = unit[cand]
+        starts = np.flatnonzero(np.r_[True, o[1:] != o[:-1]])
+        vids = o[starts]
+        gmax = np.maximum.reduceat(u, starts)
+        best[vids] = gmax
+        is_max = u == np.repeat(gmax, np.diff(np.r_[starts, len(o)]))
+        mi = np.flatnonzero(is_max)
+        first = mi[np.r_[True, o[mi][1:] != o[mi][:-1]]]
+        peak[o[first]] = -1 if is_ego else cols.track_ids[cand[first]]
+        if rule.entity.agg_mode == "consensus":
+            tot = np.add.reduceat(u, starts)
+            cnt = np.diff(np.r_[starts, len(o)])
+            best[vids] = 0.5 * (gmax + tot / cnt)
+    return best, peak

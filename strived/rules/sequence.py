@@ -43,7 +43,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .candidates import candidate_units
-from .columns import _US, T_EPS, TrackColumns, _compare, _range_extreme
+from .columns import TrackColumns
+from .kernels import T_EPS, US, compare, range_extreme
 from .model import EGO_FIELDS, MAX_SECONDS, Rule
 
 # ---------------------------------------------------------------------------- per-sample scores
@@ -121,7 +122,7 @@ def fragment_samples(cols: TrackColumns, frag, mask: np.ndarray | None = None,
     ok = np.ones(n, bool)
     for g in frag.hard_gates:
         _, v = cols.series_for(g.field)
-        ok &= at(_compare(v, g.op, g.value) & ~np.isnan(v), g.field)
+        ok &= at(compare(v, g.op, g.value) & ~np.isnan(v), g.field)
     if frag.soft_scores:
         # a term whose field has no value over the sample's unit (its track; the video's ego
         # series for an ego field) is unknown there: it takes E_c (left out where E_c is None);
@@ -169,12 +170,12 @@ class _Grid:
 
     def __init__(self, group: np.ndarray, t: np.ndarray, max_shift_s: float, max_cached: int = 8):
         self.max_cached = max_cached
-        t_us = np.round(np.asarray(t, np.float64) * _US).astype(np.int64)
+        t_us = np.round(np.asarray(t, np.float64) * US).astype(np.int64)
         lo = int(t_us.min()) if t_us.size else 0
         rel = t_us - lo
         top = int(rel.max()) if rel.size else 0
         self.cap = top + 1
-        shift = min(int(round((max_shift_s + T_EPS) * _US)), self.cap) + 1
+        shift = min(int(round((max_shift_s + T_EPS) * US)), self.cap) + 1
         self.span = top + 2 * shift + 1
         self.key = group.astype(np.int64) * self.span + rel + shift
         self.n = t_us.size
@@ -183,7 +184,7 @@ class _Grid:
         self._ranges: dict = {}
 
     def _us(self, s: float) -> int:
-        x = int(round(s * _US))
+        x = int(round(s * US))
         return max(-self.cap, min(self.cap, x))
 
     def _range(self, a_us: int, b_us: int) -> tuple[np.ndarray, np.ndarray]:
@@ -226,7 +227,7 @@ def _range_max(vals: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     out = np.zeros(lo.shape[0], np.float64)
     ok = lo <= hi
     if ok.any() and vals.size:
-        out[ok] = _range_extreme(vals, lo[ok], hi[ok], np.maximum)
+        out[ok] = range_extreme(vals, lo[ok], hi[ok], np.maximum)
     return out
 
 

@@ -34,14 +34,14 @@ def big_library(tmp_path_factory):
 def test_cancel_click_stops_the_engine_inside_the_rule_source(qtbot, window, big_library,
                                                               monkeypatch):
     from strived import engine
-    from strived.rules import columns as C
+    from strived.rules import kernels as K
 
     w = window
     assert w.open_library(str(big_library))
-    monkeypatch.setattr(C, "CHUNK_SAMPLES", 200_000)     # ~30 chunks per feature (default 2 M: 3)
+    monkeypatch.setattr(K, "CHUNK_SAMPLES", 200_000)     # ~30 chunks per feature (default 2 M: 3)
     inside = threading.Event()
     kernel_after_cancel = []
-    real_kernel = C._window_change
+    real_kernel = K.window_change
 
     def kernel(*a, **k):                     # observes the engine's feature chunks, runs them
         inside.set()
@@ -49,7 +49,7 @@ def test_cancel_click_stops_the_engine_inside_the_rule_source(qtbot, window, big
         kernel_after_cancel.append(worker is None)
         return real_kernel(*a, **k)
 
-    monkeypatch.setattr(C, "_window_change", kernel)
+    monkeypatch.setattr(K, "window_change", kernel)
     finished = []
     w.search_finished.connect(finished.append)
     type_query(qtbot, w, QUERY)
@@ -79,7 +79,7 @@ def test_cancel_click_stops_the_engine_inside_the_rule_source(qtbot, window, big
     shot(w, "search_cancelled_inside_rule_source")
 
     # the same search again, to the end: the full ranking, as a fresh connection computes it
-    monkeypatch.setattr(C, "_window_change", real_kernel)
+    monkeypatch.setattr(K, "window_change", real_kernel)
     with qtbot.waitSignal(w.search_finished, timeout=120000) as got:
         press_return(qtbot, w)
     resp = got.args[0]

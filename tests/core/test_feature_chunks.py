@@ -8,7 +8,9 @@ import pytest
 
 from strived.evaluation.synth import make_video
 from strived.rules import RuleScorer, parse_rule
+from strived.rules import colcache, rows
 from strived.rules import columns as C
+from strived.rules import kernels as K
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +45,10 @@ def _features(recs):
 
 
 def test_chunked_features_equal_the_one_pass_computation(recs, monkeypatch):
-    monkeypatch.setattr(C, "CHUNK_SAMPLES", 10**12)
+    monkeypatch.setattr(K, "CHUNK_SAMPLES", 10**12)
     whole = _features(recs)
     for chunk in (1, 37, 500):           # 1: every unit its own chunk; others cut mid-video
-        monkeypatch.setattr(C, "CHUNK_SAMPLES", chunk)
+        monkeypatch.setattr(K, "CHUNK_SAMPLES", chunk)
         part = _features(recs)
         for k in whole:
             np.testing.assert_array_equal(part[k], whole[k], err_msg=f"{k} chunk={chunk}")
@@ -57,9 +59,9 @@ def test_rule_scores_unchanged_by_chunking(recs, monkeypatch):
                        "hard_gates": [{"field": "distance", "op": "lt", "value": 40.0}],
                        "soft_scores": [{"type": "temporal_change", "field": "loc_x", "window_seconds": 2.5,
                                         "magnitude": 4.0}]})
-    monkeypatch.setattr(C, "CHUNK_SAMPLES", 10**12)
+    monkeypatch.setattr(K, "CHUNK_SAMPLES", 10**12)
     a = RuleScorer.from_records(recs).score(rule).scores
-    monkeypatch.setattr(C, "CHUNK_SAMPLES", 64)
+    monkeypatch.setattr(K, "CHUNK_SAMPLES", 64)
     b = RuleScorer.from_records(recs).score(rule).scores
     np.testing.assert_array_equal(a, b)
     assert a.max() > 0
@@ -77,10 +79,10 @@ def lib(tmp_path, recs):
 
 
 def test_streamed_column_cache_equals_the_in_memory_scan(lib, monkeypatch):
-    monkeypatch.setattr(C, "CHUNK_SAMPLES", 333)       # many slices of rows while streaming
+    monkeypatch.setattr(K, "CHUNK_SAMPLES", 333)       # many slices of rows while streaming
     cols = C.TrackColumns.from_library(lib)            # streamed into the cache, then mapped
-    assert isinstance(cols.tracks.files["t"], C._FileColumn)
-    mem = C.TrackColumns._scan_library(lib)
+    assert isinstance(cols.tracks.files["t"], colcache.FileColumn)
+    mem = rows.scan_library(lib)
     for a in ("owner", "start", "length", "t"):
         np.testing.assert_array_equal(np.asarray(getattr(cols.tracks, a)), getattr(mem.tracks, a))
         np.testing.assert_array_equal(np.asarray(getattr(cols.ego, a)), getattr(mem.ego, a))
@@ -95,11 +97,11 @@ def test_streamed_column_cache_equals_the_in_memory_scan(lib, monkeypatch):
 
 
 def test_features_read_from_the_cache_files_equal_in_memory(lib, recs, monkeypatch):
-    monkeypatch.setattr(C, "CHUNK_SAMPLES", 10**12)
+    monkeypatch.setattr(K, "CHUNK_SAMPLES", 10**12)
     whole = _features(recs)
     C.TrackColumns.from_library(lib)
     for chunk in (1, 500, 10**12):
-        monkeypatch.setattr(C, "CHUNK_SAMPLES", chunk)
+        monkeypatch.setattr(K, "CHUNK_SAMPLES", chunk)
         cols = C.TrackColumns.from_library(lib)
         cols.cache_dir = None                          # no feature files: compute from the columns
         got = {}
@@ -130,7 +132,7 @@ def test_a_cache_file_cut_short_while_read_is_an_error_not_a_value(lib):
     f = cols.tracks.files["loc_x"]
     with open(f.path, "r+b") as fh:
         fh.truncate(f.offset + 40)
-    with pytest.raises(C.ColumnCacheError, match="cut short"):
+    with pytest.raises(colcache.ColumnCacheError, match="cut short"):
         f.read(0, 100)
 
 
@@ -138,8 +140,8 @@ def test_partial_features_compute_only_the_units_asked_and_complete_later(lib, r
     full = C.TrackColumns.from_records(recs).window_change("loc_x", 2.2, "positive")
     cols = C.TrackColumns.from_library(lib)
     seen = []
-    real = C._window_change
-    monkeypatch.setattr(C, "_window_change", lambda s, v, w: (seen.append(s.n), real(s, v, w))[1])
+    real = K.window_change
+    monkeypatch.setattr(K, "window_change", lambda s, v, w: (seen.append(s.n), real(s, v, w))[1])
     some = np.arange(3, cols.tracks.n, 7)
     a = cols.window_change("loc_x", 2.2, "positive", units=some)
     assert sum(seen) == some.size
@@ -174,8 +176,8 @@ def test_gated_scoring_equals_the_reference_and_computes_only_passing_candidates
                                         "magnitude": 1.0, "direction": "negative"}]})
     sc = RuleScorer(lib)
     seen = []
-    real = C._window_change
-    monkeypatch.setattr(C, "_window_change", lambda s, v, w: (seen.append(s.n), real(s, v, w))[1])
+    real = K.window_change
+    monkeypatch.setattr(K, "window_change", lambda s, v, w: (seen.append(s.n), real(s, v, w))[1])
     res = sc.score(rule)
     ref = {r.info.id: score_video(r, rule) for r in recs}
     np.testing.assert_allclose(res.scores, [ref[v] for v in res.video_ids], atol=1e-6)
@@ -189,11 +191,11 @@ def test_range_extremes_equal_brute_force():
     vals = rng.normal(size=500).astype(np.float32)
     lo = rng.integers(0, 500, 3000)
     hi = np.minimum(499, lo + rng.integers(0, 70, 3000))
-    mx, mn = C._range_extremes(vals, lo, hi, (np.maximum, np.minimum))
+    mx, mn = K.range_extremes(vals, lo, hi, (np.maximum, np.minimum))
     np.testing.assert_array_equal(mx, [vals[a:b + 1].max() for a, b in zip(lo, hi)])
     np.testing.assert_array_equal(mn, [vals[a:b + 1].min() for a, b in zip(lo, hi)])
     one = np.array([3])
-    assert C._range_extreme(vals, one, one, np.maximum)[0] == vals[3]
+    assert K.range_extreme(vals, one, one, np.maximum)[0] == vals[3]
 
 
 @pytest.mark.parametrize("jitter", [False, True])
@@ -204,16 +206,16 @@ def test_window_bounds_of_even_frames_equal_the_search(jitter):
     lens = rng.integers(1, 60, 30)
     tr = np.repeat(np.arange(30), lens)
     tt = np.concatenate([0.37 * k + np.arange(n) * 0.1 for k, n in enumerate(lens)])
-    assert C._regular_steps(tt, tr, 1.0) is not None
+    assert K._regular_steps(tt, tr, 1.0) is not None
     uneven = tt.copy()
     uneven[5] += 1e-6
-    assert C._regular_steps(uneven, tr, 1.0) is None
+    assert K._regular_steps(uneven, tr, 1.0) is None
     if jitter:                                  # float noise far below a microsecond
         tt = tt + rng.normal(0, 1e-9, tt.size)
     for w in (0.0, 0.1, 0.25, 1.0, 2.999, 50.0):
-        key, w_us = C._track_keys(tt, tr, w)
-        np.testing.assert_array_equal(C._window_end(tt, tr, w), np.searchsorted(key, key + w_us, side="right") - 1)
-        np.testing.assert_array_equal(C._window_start(tt, tr, w), np.searchsorted(key, key - w_us, side="left"))
+        key, w_us = K._track_keys(tt, tr, w)
+        np.testing.assert_array_equal(K._window_end(tt, tr, w), np.searchsorted(key, key + w_us, side="right") - 1)
+        np.testing.assert_array_equal(K._window_start(tt, tr, w), np.searchsorted(key, key - w_us, side="left"))
 
 
 def test_fraction_gate_answers_are_remembered_and_bounded(recs, monkeypatch):
@@ -256,8 +258,8 @@ def test_even_frame_windows_read_as_slices_equal_the_sparse_table_lookups(seed):
         idx = np.arange(n)
         end = np.minimum(idx + k, last)
         has = end > idx
-        got = C._regular_window_extremes(vv, k, end, has, (np.maximum, np.minimum))
+        got = K._regular_window_extremes(vv, k, end, has, (np.maximum, np.minimum))
         lo = np.minimum(idx + 1, n - 1)
-        want = C._range_extremes(vv, lo, np.maximum(end, lo), (np.maximum, np.minimum))
+        want = K.range_extremes(vv, lo, np.maximum(end, lo), (np.maximum, np.minimum))
         for g, w_ in zip(got, want):
             np.testing.assert_array_equal(g[has], w_[has])

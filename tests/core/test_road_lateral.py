@@ -8,7 +8,8 @@ import numpy as np
 
 from strived.records import Track, VideoInfo, VideoRecords
 from strived.rules import RuleScorer, parse_rule
-from strived.rules.columns import ROAD_MAX_TURN_RAD, TrackColumns
+from strived.rules.columns import TrackColumns
+from strived.rules.road import ROAD_MAX_TURN_RAD
 from strived.rules.reference import track_series
 
 

@@ -14,7 +14,7 @@ import pytest
 from strived import engine
 from strived.errors import Cancelled
 from strived.evaluation.synth import make_video
-from strived.rules import columns as C
+from strived.rules import kernels as K
 from strived.store.library import Library
 
 RULE = {"event": "cut_in", "entity": {"role": "object", "class_filter": ["car", "truck"],
@@ -53,12 +53,12 @@ def _search(lib, cancel=None, progress=None):
 
 
 def test_cancel_stops_inside_the_rule_source_and_leaves_the_library_untouched(tmp_path, monkeypatch):
-    monkeypatch.setattr(C, "CHUNK_SAMPLES", 4000)            # ~35 chunks per feature
+    monkeypatch.setattr(K, "CHUNK_SAMPLES", 4000)            # ~35 chunks per feature
     ref_lib = _library(tmp_path / "ref")
     count = CountingCancel()
-    real_kernel = C._window_change
+    real_kernel = K.window_change
     runs = []
-    monkeypatch.setattr(C, "_window_change", lambda *a, **k: runs.append(1) or real_kernel(*a, **k))
+    monkeypatch.setattr(K, "window_change", lambda *a, **k: runs.append(1) or real_kernel(*a, **k))
     ref = _search(ref_lib, cancel=count)                     # never cancelled: counts the checks
     ref_kernel_runs = len(runs)
     assert count.calls > 40, "the rule source checks cancel per chunk"
@@ -76,16 +76,16 @@ def test_cancel_stops_inside_the_rule_source_and_leaves_the_library_untouched(tm
         kernel_runs.append(cancel.after is not None and cancel.calls > cancel.after)
         return real_kernel(*a, **k)
 
-    monkeypatch.setattr(C, "_window_change", kernel)
+    monkeypatch.setattr(K, "window_change", kernel)
     with pytest.raises(Cancelled) as err:
         _search(lib, cancel=cancel, progress=seen.append)
     frames = [f.name for f in traceback.extract_tb(err.value.__traceback__)]
-    assert "rule_ranking" in frames and "_per_unit_chunks" in frames, frames
+    assert "rule_ranking" in frames and "per_unit_chunks" in frames, frames
     assert not [e for e in seen if e.stage == "search"], "the rule source never completed"
     # the chunks left were skipped: at most those already running in the pool went on
     assert kernel_runs and sum(kernel_runs) <= min(os.cpu_count() or 1, 8)
     assert len(kernel_runs) < ref_kernel_runs
-    monkeypatch.setattr(C, "_window_change", real_kernel)
+    monkeypatch.setattr(K, "window_change", real_kernel)
 
     # untouched: same content, no feature of the soft scores' windows kept half computed
     assert lib.content_version == ver and len(lib) == 60
@@ -152,7 +152,7 @@ def test_cancel_stops_the_column_cache_being_written_and_leaves_no_half_written_
     """The first search of a new library state writes the track columns to the cache (at 100,000
     videos ~10 GB of samples, streamed in slices): a cancel stops it between slices, no partial
     folder stays, and the next search writes the cache whole and ranks as an untouched library."""
-    monkeypatch.setattr(C, "CHUNK_SAMPLES", 2000)            # many slices for 60 short videos
+    monkeypatch.setattr(K, "CHUNK_SAMPLES", 2000)            # many slices for 60 short videos
     ref_lib = _library(tmp_path / "ref")
     ref_ranking = [(h.video_id, h.score) for h in _search(ref_lib).hits]
     lib = _library(tmp_path / "lib")
@@ -161,7 +161,7 @@ def test_cancel_stops_the_column_cache_being_written_and_leaves_no_half_written_
     with pytest.raises(Cancelled) as err:
         _search(lib, cancel=cancel)
     frames = [f.name for f in traceback.extract_tb(err.value.__traceback__)]
-    assert "_stream_to_cache" in frames, frames
+    assert "stream_to_cache" in frames, frames
     assert not list(lib.cache_dir.glob("cols-*")), "a cancelled cache write leaves nothing behind"
     assert [(h.video_id, h.score) for h in _search(lib).hits] == ref_ranking
     assert [p.name for p in lib.cache_dir.glob("cols-*") if ".tmp-" not in p.name]

@@ -12,7 +12,7 @@ from strived import engine
 from strived.rulelib.hand_rules import hand_rule
 from strived.retrieval.fusion import weighted_rrf
 from strived.rules import parse_rule
-from strived.rules.columns import T_EPS
+from strived.rules.kernels import T_EPS
 from strived.rules.explain import _pairwise_best, peak_span
 from strived.store import Library
 from tests.core.synth import synth_video

@@ -14,7 +14,7 @@ from strived.errors import RuleError
 from strived.rules import RuleScorer, parse_rule, rule_schema
 from strived.rules.explain import explain_video, peak_span
 from strived.rules.reference import fragment_cells, score_sequence_video, score_video
-from strived.rules.columns import T_EPS
+from strived.rules.kernels import T_EPS
 from tests.core.synth import synth_video
 
 LEAD_THEN_EGO = {

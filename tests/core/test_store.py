@@ -105,7 +105,7 @@ def test_feature_cache_is_incremental(tmp_path, bench_records, monkeypatch):
     """Adding a video reuses cached features of the unchanged ones and computes only the new."""
     from strived.rulelib.hand_rules import hand_rule
     from strived.rules import RuleScorer, parse_rule
-    from strived.rules import columns as C
+    from strived.rules import kernels as K
 
     lib = Library.open(tmp_path / "lib", create=True)
     lib.add_videos(bench_records[:12])
@@ -113,12 +113,12 @@ def test_feature_cache_is_incremental(tmp_path, bench_records, monkeypatch):
     RuleScorer(lib).score(rule)
     RuleScorer(lib).columns.window_change("distance", 3.0, "negative")   # every track's feature
     seen = []
-    real = C._window_change
+    real = K.window_change
 
     def spy(s, v, w):
         seen.append(s.n)
         return real(s, v, w)
-    monkeypatch.setattr(C, "_window_change", spy)
+    monkeypatch.setattr(K, "window_change", spy)
     lib.add_video(bench_records[12])
     lib.add_video(bench_records[3])  # rewritten: its features must be recomputed too
     got = RuleScorer(lib).score(rule).scores
