@@ -23,7 +23,7 @@ FORMAT = "strived.records/1"
 OBJECT_FIELDS = ("distance", "loc_x", "loc_z", "lane_rel", "bbox_area", "score")
 EGO_FIELDS = ("speed", "yaw_rate", "accel", "jolt", "speed_conf")
 # jolt: sudden global image motion (impact / hard bump), rad/s of unexpected camera rotation
-# (see perception/egomotion.py); speed_conf: 0..1 confidence of the speed value (perceived video).
+# (see perception/ego/); speed_conf: 0..1 confidence of the speed value (perceived video).
 # Both are optional in files (richer than the minimal format's three keys, which every reader accepts).
 KNOWN_CLASSES = ("car", "truck", "bus", "pedestrian", "motorcycle", "bicycle", "barrier",
                  "traffic_cone", "other")

@@ -27,7 +27,7 @@ from .track import ByteTracker
 from .video import iter_frames, probe_video
 
 PERCEPTION_VERSION = 9   # 4: tracks and ego pairs do not span shot cuts (shots.py); 5: road fits judged
-                         # against the noise floor (egomotion._fit_ratio: compressed video keeps its speed);
+                         # against the noise floor (ego.noise_floor.fit_ratio: compressed video keeps its speed);
                          # 6: ... only where the floor's flow agrees with the plane's (rain: no wrong speed);
                          # 7: NanoDet's near pass (vehicles at contact range); "stopped" only on scenery;
                          # 8: no vehicle yaw where the camera is shaken (jolt); ego series held, not
@@ -47,7 +47,7 @@ class PerceptionConfig:
     min_track_hits: int = 3        # tracks seen on fewer sampled frames are dropped as noise
     lost_buffer_s: float = 1.5     # how long a lost track may come back with the same id
     lanes: bool = True
-    ego_speed: bool = True         # publish ego speed/accel estimated from the road (egomotion.py)
+    ego_speed: bool = True         # publish ego speed/accel estimated from the road (perception/ego/)
     smooth_window_s: float = 0.35  # per-track smoothing of distance / lateral offset ("median" filter)
     telemetry: bool = True         # read the camera's own GPS (NMEA/GPX sidecar, GoPro GPMF) when present
     signal_filter: str = "robust"  # "robust": Kalman/RTS + track quality + lane hysteresis (signals.py);

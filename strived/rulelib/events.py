@@ -638,7 +638,7 @@ VIDEO_LEADS: frozenset[str] = frozenset({"rear_end"})
 VIDEO_LEAD_S = (1.0, 3.0)
 LATERAL_GATE_FIELDS = ("abs_loc_x", "loc_x", "lane_rel")
 
-# Ego speed from video resolves about +-0.3 m/s per frame pair (perception.egomotion: SPEED_SIGMA_FLOOR):
+# Ego speed from video resolves about +-0.3 m/s per frame pair (perception.ego.config: EgoConfig.SPEED_SIGMA_FLOOR):
 # on video, a gate asking for a speed below this floor ("standing still": speed < 0.3 m/s) would
 # fail on a stopped car whose estimate wanders by that much, so such gates ask for < the floor.
 VIDEO_SPEED_FLOOR_MPS = 0.5

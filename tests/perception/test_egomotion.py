@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from strived.perception.egomotion import EgoMotionEstimator
+from strived.perception.ego.config import EGO
+from strived.perception.ego.estimator import EgoMotionEstimator
 from strived.perception.geometry import CameraModel
 
 cv2 = pytest.importorskip("cv2")
@@ -59,10 +60,10 @@ def kitti_cam(seq: str, frame: np.ndarray) -> CameraModel:
     return CameraModel.from_config(w, h, {"focal_px": f, "cx": cx, "horizon_y": cy, "camera_height_m": 1.65})
 
 
-def run(frames, cam=None, t=None, boxes=None):
+def run(frames, cam=None, t=None, boxes=None, config=EGO):
     h, w = frames[0].shape[:2]
     cam = cam or CameraModel.from_frame_size(w, h)
-    est = EgoMotionEstimator()
+    est = EgoMotionEstimator(config=config)
     s = min(1.0, WORK_WIDTH / w)
     for k, f in enumerate(frames):
         small = cv2.resize(f, None, fx=s, fy=s, interpolation=cv2.INTER_AREA) if s < 1 else f
@@ -260,10 +261,10 @@ def test_blank_frames_have_no_texture_reason():
     assert s["status"]["speed"]["reason"]
 
 
-def test_an_unusable_stretch_does_not_void_the_rest_of_the_clip(monkeypatch):
+def test_an_unusable_stretch_does_not_void_the_rest_of_the_clip():
     """Most of a clip unusable (here: 2.4 s of sensor noise in the middle of 4 s): the stretches
     where the road fits keep their speed, the noise gets none."""
-    import strived.perception.egomotion as em
+    from dataclasses import replace
 
     seq = "kitti_odometry_06"
     frames = load_frames(seq, 40)
@@ -280,8 +281,7 @@ def test_an_unusable_stretch_does_not_void_the_rest_of_the_clip(monkeypatch):
     assert np.nanmedian(np.abs(sp[good] - gt["speed"][good])) < 1.0
     assert np.isfinite(sp[16:32]).mean() <= 0.1          # nothing made up inside the noise
     # the whole-clip judgement alone (before) published nothing for this clip
-    monkeypatch.setattr(em, "NOT_ROAD_MIN_KEPT", 1.01)
-    _, whole = run(mixed, cam, t=t)
+    _, whole = run(mixed, cam, t=t, config=replace(EGO, NOT_ROAD_MIN_KEPT=1.01))
     assert not np.isfinite(whole["speed"]).any()
 
 
@@ -313,36 +313,30 @@ def test_heavily_compressed_video_still_gets_its_speed():
     assert np.nanmedian(np.abs(sp - gt["speed"][:len(sp)])) < 1.0
     # the floor was measured and used: some pairs' raw ratio is above the limit their judged one is below
     judged = [(st.ground["resid"] / st.ground["resid_still"], st.fit_ratio) for st in est.steps if st.ground]
-    assert any(raw > em_limits()[0] >= judged_r for raw, judged_r in judged)
-
-
-def em_limits():
-    import strived.perception.egomotion as em
-
-    return em.MAX_RESID_RATIO, em.MAX_MEDIAN_RESID_RATIO
+    assert any(raw > EGO.MAX_RESID_RATIO >= judged_r for raw, judged_r in judged)
 
 
 def test_fit_ratio_uses_the_noise_floor_only_when_the_free_flow_measures_one():
-    from strived.perception.egomotion import _fit_ratio
+    from strived.perception.ego.noise_floor import fit_ratio
 
     g = {"resid": 6.0, "resid_still": 9.0}
-    assert _fit_ratio(g) == pytest.approx(6 / 9)                            # no free flow: raw
-    assert _fit_ratio({**g, "resid_free": 5.5}) == pytest.approx(0.5 / 3.5)  # noise floor 5.5
-    assert _fit_ratio({**g, "resid_free": 7.0}) == pytest.approx(6 / 9)     # free fits worse: no floor
+    assert fit_ratio(g) == pytest.approx(6 / 9)                            # no free flow: raw
+    assert fit_ratio({**g, "resid_free": 5.5}) == pytest.approx(0.5 / 3.5)  # noise floor 5.5
+    assert fit_ratio({**g, "resid_free": 7.0}) == pytest.approx(6 / 9)     # free fits worse: no floor
     # the free flow must move the road where the plane's translation does (rain streaks: it does not)
     agree = {**g, "resid_free": 5.5, "trans_flow": 8.0}
-    assert _fit_ratio({**agree, "free_epe": 2.0}) == pytest.approx(0.5 / 3.5)
-    assert _fit_ratio({**agree, "free_epe": 6.0}) == pytest.approx(6 / 9)
-    assert _fit_ratio({**agree, "trans_flow": 0.5, "free_epe": 0.9}) == pytest.approx(0.5 / 3.5)  # within 1 px
-    assert _fit_ratio({**g, "resid_free": 8.0, "resid": 8.5}) == pytest.approx(8.5 / 9)  # < 2 levels of signal
-    assert _fit_ratio({**g, "resid_free": math.nan}) == pytest.approx(6 / 9)
+    assert fit_ratio({**agree, "free_epe": 2.0}) == pytest.approx(0.5 / 3.5)
+    assert fit_ratio({**agree, "free_epe": 6.0}) == pytest.approx(6 / 9)
+    assert fit_ratio({**agree, "trans_flow": 0.5, "free_epe": 0.9}) == pytest.approx(0.5 / 3.5)  # within 1 px
+    assert fit_ratio({**g, "resid_free": 8.0, "resid": 8.5}) == pytest.approx(8.5 / 9)  # < 2 levels of signal
+    assert fit_ratio({**g, "resid_free": math.nan}) == pytest.approx(6 / 9)
 
 
 @pytest.mark.parametrize("q", [(0.01, 0.05, 1.2, 0.3), (-0.03, -0.2, 0.4, -1.0), (0.0, 0.0, 0.7, 0.0)])
 def test_the_road_fit_jacobian_matches_finite_differences(q):
     """The direct road fit's Gauss-Newton steps use analytic derivatives of the ground homography;
     they must agree with central differences of the mapping itself (horizon row included)."""
-    from strived.perception.egomotion import ground_homography_apply, ground_homography_jacobian
+    from strived.perception.ego.homography import ground_homography_apply, ground_homography_jacobian
 
     rng = np.random.default_rng(1)
     pts = np.stack([rng.uniform(0, 1242, 400), rng.uniform(190, 375, 400)], 1)
@@ -368,7 +362,8 @@ def test_the_road_fit_jacobian_matches_finite_differences(q):
 def test_batched_homographies_and_strongest_pixels_equal_their_plain_forms():
     """The coarse search builds all candidate homographies at once and the road fit picks its
     strongest pixels by partition: both must give exactly what the one-by-one forms give."""
-    from strived.perception.egomotion import _strongest, ground_homographies, ground_homography
+    from strived.perception.ego.homography import ground_homographies, ground_homography
+    from strived.perception.ego.road_fit import strongest
 
     rng = np.random.default_rng(2)
     qs = rng.normal(size=(40, 4)) * [0.02, 0.1, 1.0, 1.0]
@@ -377,19 +372,19 @@ def test_batched_homographies_and_strongest_pixels_equal_their_plain_forms():
     for n, k in [(10, 4), (3000, 4000), (50000, 4000)]:
         for vals in (rng.random(n).astype(np.float32), np.round(rng.random(n) * 20).astype(np.float32)):
             want = np.sort(np.argsort(-vals, kind="stable")[:k])  # ties: earlier position first
-            np.testing.assert_array_equal(_strongest(vals, k), want)
+            np.testing.assert_array_equal(strongest(vals, k), want)
 
 
 def test_a_road_fit_that_slides_the_camera_sideways_is_refused():
-    from strived.perception.egomotion import _fit_ok
+    from strived.perception.ego.road_fit import fit_ok
 
     cam = CameraModel.from_frame_size(640, 360)
     g = {"x": np.array([0.0, 0.0, 1.0, 0.0]), "n": 1000, "inlier_frac": 0.9, "resid": 2.0, "resid_still": 10.0,
          "ratio": 0.2, "horizon_y": 180.0, "cov": np.eye(4) * 1e-4}
-    assert _fit_ok(g, 0.1, cam)                                              # 10 m/s ahead
-    assert _fit_ok({**g, "x": np.array([0.0, 0.25, 1.0, 0.0])}, 0.1, cam)    # 2.5 m/s sideways at 10: slip
-    assert not _fit_ok({**g, "x": np.array([0.0, 0.35, 1.0, 0.0])}, 0.1, cam)
-    assert not _fit_ok({**g, "x": np.array([0.0, 0.3, 0.05, 0.0])}, 0.1, cam)  # 3 m/s sideways at 0.5 m/s
+    assert fit_ok(g, 0.1, cam)                                              # 10 m/s ahead
+    assert fit_ok({**g, "x": np.array([0.0, 0.25, 1.0, 0.0])}, 0.1, cam)    # 2.5 m/s sideways at 10: slip
+    assert not fit_ok({**g, "x": np.array([0.0, 0.35, 1.0, 0.0])}, 0.1, cam)
+    assert not fit_ok({**g, "x": np.array([0.0, 0.3, 0.05, 0.0])}, 0.1, cam)  # 3 m/s sideways at 0.5 m/s
 
 
 # ---------------------------------------------------------------------- rain, tunnel
@@ -438,7 +433,7 @@ def test_a_still_pair_counts_only_on_corners_that_moved_with_the_scene():
     """Once the scene has been seen sweeping by, a pair whose background corners are still means
     "stopped" only if those corners lie where scenery was seen moving, not on a windscreen
     reflection or the dashboard (which never move with the scene)."""
-    import strived.perception.egomotion as em
+    from strived.perception.ego.pairs import PairStep
 
     est = EgoMotionEstimator()
     shape = (360, 640)
@@ -446,19 +441,19 @@ def test_a_still_pair_counts_only_on_corners_that_moved_with_the_scene():
     right = np.stack([np.linspace(420, 630, 60), np.linspace(20, 200, 60)], 1)  # a reflection, right
 
     def pair(pts, flow):
-        st = em._Step(0, 0.1, False, True, 100.0)
+        st = PairStep(0, 0.1, False, True, 100.0)
         mags = np.full(len(pts), flow)
         st.bg_flow_px = float(np.median(mags))
-        est._scene_evidence(pts, mags, st, shape)
+        est.scenery.evidence(pts, mags, st, shape)
         return st
 
     still_left, still_right = pair(left, 0.0), pair(right, 0.0)
-    assert est._on_scenery(still_left) and est._on_scenery(still_right)   # never seen moving: no evidence
-    for _ in range(em.STATIC_MIN_MOVING_FRAMES):
+    assert est.scenery.on_scenery(still_left) and est.scenery.on_scenery(still_right)   # never seen moving: no evidence
+    for _ in range(EGO.STATIC_MIN_MOVING_FRAMES):
         pair(np.concatenate([left, right]), 0.0)                            # the overlay sits still ...
         pair(left, 3.0)                                                     # ... while the scenery sweeps by
-    assert est._on_scenery(still_left)
-    assert not est._on_scenery(still_right)
+    assert est.scenery.on_scenery(still_left)
+    assert not est.scenery.on_scenery(still_right)
 
 
 def test_a_moving_highway_clip_with_a_car_alongside_is_not_called_stopped(shared_dir):
@@ -476,7 +471,7 @@ def test_a_moving_highway_clip_with_a_car_alongside_is_not_called_stopped(shared
 
 
 def test_the_smoother_holds_the_last_value_instead_of_extrapolating_the_trend():
-    import strived.perception.egomotion as em
+    from strived.perception.ego.smoother import ca_smooth
 
     """ccd_000838: the road and far-point fits stop at an impact while the yaw rate is rising; the
     constant-acceleration model carried the rise on for the next 0.5 s and published a 2 rad/s spin
@@ -487,7 +482,7 @@ def test_the_smoother_holds_the_last_value_instead_of_extrapolating_the_trend():
     r = np.full(30, np.nan)
     z[3:20] = 0.1 + 0.25 * np.arange(17) * 0.1   # a rate rising at 0.25 /s^2 ... then nothing
     r[3:20] = 0.01 ** 2
-    val, der, sd, used = em._ca_smooth(t, z, r, 1.0)
+    val, der, sd, used = ca_smooth(t, z, r, 1.0)
     k0, k1 = 3, 19
     assert used[k0] and used[k1] and not used[k1 + 1:].any()
     assert np.allclose(val[k1 + 1:], val[k1])
@@ -502,7 +497,6 @@ def test_a_camera_shaken_by_an_impact_measures_no_vehicle_yaw(shared_dir):
     camera about (jolt 1.3-2.2 rad/s) and its rotation read as a 1.45 rad/s yaw rate, extrapolated to
     2 rad/s after the fits stopped: the clip "turned left" by ~1.7 rad. The vehicle's yaw is unknown
     where the camera is shaken, and is not carried on past the last fit."""
-    import strived.perception.egomotion as em
     from strived.perception.pipeline import PerceptionConfig, perceive_video
 
     path = shared_dir / "data" / "bench-dev" / "videos" / "ccd_000838.mp4"
@@ -510,7 +504,7 @@ def test_a_camera_shaken_by_an_impact_measures_no_vehicle_yaw(shared_dir):
         pytest.skip("bench-dev video missing")
     rec = perceive_video(path, config=PerceptionConfig(telemetry=False)).records
     yaw, jolt, t = rec.ego["yaw_rate"], rec.ego["jolt"], rec.t
-    shaken = np.nan_to_num(jolt) > em.SHAKE_JOLT_RAD_S
+    shaken = np.nan_to_num(jolt) > EGO.SHAKE_JOLT_RAD_S
     assert shaken.sum() >= 3                                   # the impact is still seen as a jolt
     assert np.all(np.isnan(yaw[shaken]))
     before = t < 2.7

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from strived.perception.egomotion import EgoMotionEstimator
+from strived.perception.ego.estimator import EgoMotionEstimator
 from strived.perception.geometry import (CameraModel, horizon_from_boxes, lane_rel_from_offset,
                                          load_camera_config, range_boxes, smooth_series)
 from strived.perception.lanes import detect_lanes, lane_rel_from_lines
