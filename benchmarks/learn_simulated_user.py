@@ -25,7 +25,7 @@ from pathlib import Path
 N_MARKED = 10
 
 
-def run(bench_dir: str, echo=print) -> dict:
+def run(bench_dir: str, echo=print, items: str = "records", library: str | None = None) -> dict:
     from strived import engine
     from strived.errors import StrivedError
     from strived.evaluation.bench import load_benchmark
@@ -36,14 +36,26 @@ def run(bench_dir: str, echo=print) -> dict:
 
     t0 = time.perf_counter()
     b = load_benchmark(bench_dir)
-    group = {it.id: it.group for it in b.items if it.records is not None}
-    sources = sorted(set(group.values()))
     tmp = tempfile.mkdtemp(prefix="learn-sim-")
-    lib = prepare_library(b, Path(tmp) / "lib")
+    if items == "video":
+        # the video items of an already indexed library (perceived by this product: video profile),
+        # copied so that the marks and learned numbers of the runs never touch it
+        import shutil
+
+        from strived.store import Library
+
+        shutil.copytree(library, Path(tmp) / "lib")
+        lib = Library.open(Path(tmp) / "lib")
+        have = set(lib.video_ids())
+        group = {it.id: it.group for it in b.items if it.video is not None and it.id in have}
+    else:
+        lib = prepare_library(b, Path(tmp) / "lib")
+        group = {it.id: it.group for it in b.items if it.records is not None}
+    sources = sorted(set(group.values()))
 
     def ranking(text):
-        r = engine.search(lib, text, sources=("rule",), top_k=len(group))
-        return [h.video_id for h in r.hits], r.match.get("event")
+        r = engine.search(lib, text, sources=("rule",), top_k=len(lib))
+        return [h.video_id for h in r.hits if h.video_id in group], r.match.get("event")
 
     def reset():
         lib.conn.execute("DELETE FROM marks")
@@ -97,7 +109,8 @@ def run(bench_dir: str, echo=print) -> dict:
     worst = min(defined, key=lambda r: r["gain"]) if defined else None
     all_runs = [x for r in rows for x in r["runs"]]
     return {
-        "benchmark": str(bench_dir), "profile": "tracks (imported-track items)",
+        "benchmark": str(bench_dir),
+        "profile": "video (perceived video items)" if items == "video" else "tracks (imported-track items)",
         "items": len(group), "sources": {s: sum(1 for g in group.values() if g == s) for s in sources},
         "protocol": __doc__.strip().split("\n\n")[2],
         "n_marked_per_run": N_MARKED,
@@ -115,8 +128,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--bench", default="/work/shared/data/bench-dev")
     ap.add_argument("--json", default=None, help="also write the figures to this JSON file")
+    ap.add_argument("--items", choices=("records", "video"), default="records",
+                    help="'video': the perceived video items of --library (copied first)")
+    ap.add_argument("--library", default=None, help="a library holding the benchmark's video items")
     args = ap.parse_args()
-    res = run(args.bench, echo=lambda s: print(s, file=sys.stderr, flush=True))
+    if args.items == "video" and not args.library:
+        ap.error("--items video needs --library")
+    res = run(args.bench, echo=lambda s: print(s, file=sys.stderr, flush=True), items=args.items,
+              library=args.library)
     summary = {k: v for k, v in res.items() if k != "per_query"}
     print(json.dumps(summary, indent=1))
     if args.json:
