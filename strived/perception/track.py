@@ -177,6 +177,20 @@ class ByteTracker:
         high, new = self._thresholds(dets[:, 5])
         idx_high = np.nonzero(scores >= high)[0]
         idx_low = np.nonzero((scores >= self.low_thresh) & (scores < high))[0]
+        self._predict(warp)
+        unconfirmed = [t for t in self.tracks if not t.activated and t.state == TRACKED]
+        pool = [t for t in self.tracks if t.activated]
+        out: list[tuple[int, int]] = []
+        u_trk, rem_high = self._match_high(pool, dets, idx_high, out)
+        self._match_low(pool, u_trk, dets, idx_low, out)
+        rem_high = self._reassociate(pool, dets, rem_high, out)
+        rem_high = self._match_unconfirmed(unconfirmed, dets, rem_high, out)
+        self._start_tracks(dets, rem_high, new, out)
+        self._forget_lost()
+        return out
+
+    def _predict(self, warp: np.ndarray | None) -> None:
+        """Carry every track through the camera-motion ``warp`` (ignored unless finite), then predict."""
         if warp is not None:
             warp = np.asarray(warp, dtype=np.float64).reshape(2, 3)
             if not np.isfinite(warp).all():
@@ -185,11 +199,12 @@ class ByteTracker:
             if warp is not None:
                 t.mean, t.cov = warp_state(t.mean, t.cov, warp)
             t.mean, t.cov = self.kf.predict(t.mean, t.cov)
-        unconfirmed = [t for t in self.tracks if not t.activated and t.state == TRACKED]
-        pool = [t for t in self.tracks if t.activated]
-        out: list[tuple[int, int]] = []
 
-        # 1) high-score detections vs tracked + lost tracks (IoU fused with detection score)
+    def _match_high(self, pool: list[Track], dets: np.ndarray, idx_high: np.ndarray,
+                    out: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+        """1) High-score detections vs tracked + lost tracks (IoU fused with detection score).
+        Returns (unmatched pool indices, high detections left over)."""
+        scores = dets[:, 4]
         boxes = np.array([t.box for t in pool]).reshape(-1, 4)
         iou = iou_matrix(boxes, dets[idx_high, :4])
         cost = 1 - iou * scores[idx_high][None, :]
@@ -197,9 +212,11 @@ class ByteTracker:
         for ti, di in matches:
             self._take(pool[ti], dets[idx_high[di]])
             out.append((pool[ti].track_id, int(idx_high[di])))
-        rem_high = idx_high[u_det]
+        return u_trk, idx_high[u_det]
 
-        # 2) low-score detections vs the still-unmatched tracked (not lost) tracks
+    def _match_low(self, pool: list[Track], u_trk, dets: np.ndarray, idx_low: np.ndarray,
+                   out: list[tuple[int, int]]) -> None:
+        """2) Low-score detections vs the still-unmatched tracked (not lost) tracks; the rest are lost."""
         r_tracked = [pool[i] for i in u_trk if pool[i].state == TRACKED]
         iou = iou_matrix(np.array([t.box for t in r_tracked]).reshape(-1, 4), dets[idx_low, :4])
         matches, u_trk2, _ = linear_assignment(1 - iou, self.second_match_thresh)
@@ -209,9 +226,12 @@ class ByteTracker:
         for i in u_trk2:
             r_tracked[i].state = LOST
 
-        # 2b) re-association: high detections left over vs confirmed tracks still unmatched (lost now
-        # or earlier) by centre distance in box heights, a gate that widens with every missed frame,
-        # instead of IoU (a box predicted across a miss, or a fast crossing, rarely overlaps well)
+    def _reassociate(self, pool: list[Track], dets: np.ndarray, rem_high: np.ndarray,
+                     out: list[tuple[int, int]]) -> np.ndarray:
+        """2b) Re-association: high detections left over vs confirmed tracks still unmatched (lost now
+        or earlier) by centre distance in box heights, a gate that widens with every missed frame,
+        instead of IoU (a box predicted across a miss, or a fast crossing, rarely overlaps well).
+        Returns the high detections still left over."""
         if self.reassoc_radius is not None and len(rem_high):
             taken = {tid for tid, _ in out}
             waiting = [t for t in pool if t.track_id not in taken]
@@ -222,8 +242,13 @@ class ByteTracker:
                     self._take(waiting[ti], dets[rem_high[di]])
                     out.append((waiting[ti].track_id, int(rem_high[di])))
                 rem_high = rem_high[u_det]
+        return rem_high
 
-        # 3) tentative tracks vs remaining high detections
+    def _match_unconfirmed(self, unconfirmed: list[Track], dets: np.ndarray, rem_high: np.ndarray,
+                           out: list[tuple[int, int]]) -> np.ndarray:
+        """3) Tentative tracks vs remaining high detections: a match confirms, no match removes.
+        Returns the high detections still left over."""
+        scores = dets[:, 4]
         iou = iou_matrix(np.array([t.box for t in unconfirmed]).reshape(-1, 4), dets[rem_high, :4])
         cost = 1 - iou * scores[rem_high][None, :]
         matches, u_unc, u_det = linear_assignment(cost, self.unconfirmed_match_thresh)
@@ -233,9 +258,12 @@ class ByteTracker:
             out.append((unconfirmed[ti].track_id, int(rem_high[di])))
         for i in u_unc:
             unconfirmed[i].state = REMOVED
-        rem_high = rem_high[u_det]
+        return rem_high[u_det]
 
-        # 4) new tracks from confident leftovers
+    def _start_tracks(self, dets: np.ndarray, rem_high: np.ndarray, new: np.ndarray,
+                      out: list[tuple[int, int]]) -> None:
+        """4) New tracks from confident leftovers (confirmed at once on the first frame)."""
+        scores = dets[:, 4]
         for di in rem_high:
             if scores[di] < new[di]:
                 continue
@@ -249,12 +277,12 @@ class ByteTracker:
             self.all_tracks[t.track_id] = t
             out.append((t.track_id, int(di)))
 
-        # 5) forget tracks lost for too long
+    def _forget_lost(self) -> None:
+        """5) Forget tracks lost for too long."""
         for t in self.tracks:
             if t.state == LOST and self.frame_id - t.last_frame > self.lost_buffer_frames:
                 t.state = REMOVED
         self.tracks = [t for t in self.tracks if t.state != REMOVED]
-        return out
 
     def _thresholds(self, classes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per detection: the score that makes it a high detection, and the one that starts a track."""
