@@ -118,6 +118,38 @@ def adapt_offline_from(query: "str | ParsedQuery", match: MatchResult, library,
         if built is not None:
             first = next(k for k in comp.get("first_events") or [] if k in library.entries)
             return parse_rule(built).to_dict(), notices, first
+    key = _exemplar_key(pq, match, library, notices)
+    rule = copy.deepcopy(library.entries[key].rule)
+    suffix: list[str] = []
+    steps = rule["sequence"] if "sequence" in rule else [rule]
+    obj_steps = [f for f in steps if _is_obj(f)]
+    # classes (the rule's own object units: not a negation's scope)
+    classes = list(pq.classes)
+    if classes and obj_steps:
+        for f in obj_steps:
+            f["entity"]["class_filter"] = list(classes)
+        suffix.append("_".join(classes))
+    elif classes:
+        notices.append(f"classes {classes} ignored: '{key}' is an ego rule")
+    if pq.side:
+        _adapt_side(rule, key, pq.side, steps, obj_steps, can_gate, notices, suffix)
+    if q.close and obj_steps:
+        _adapt_close(obj_steps, q.extreme, can_gate)
+        suffix.append("close")
+    if q.highway:
+        _adapt_highway(rule, steps[0], can_gate)
+        suffix.append("highway")
+    if q.condition:
+        notices.append("the query's condition (weather / 'no apparent reason') cannot be measured "
+                       "in the records; the rule ignores it")
+    rule["event"] = key + ("_" + "_".join(suffix) if suffix else "")
+    rule["description"] = f"adapted from '{key}' for the query {pq.text!r}"
+    return parse_rule(rule).to_dict(), notices, key
+
+
+def _exemplar_key(pq: ParsedQuery, match: MatchResult, library, notices: list[str]) -> str:
+    """The library event to adapt from: the match's, a fallback when it has none, or its ego / other
+    analogue when the query is about the other party (each change said in ``notices``)."""
     key = match.event
     if key == "none" or key not in library.entries:
         key = "object_approach" if "object_approach" in library.entries else library.keys()[0]
@@ -129,73 +161,58 @@ def adapt_offline_from(query: "str | ParsedQuery", match: MatchResult, library,
     elif pq.ego_mentioned and not pq.other_vehicle_mentioned and ev.subject == "object" and OTHER_EGO.get(key) in library.entries:
         key = OTHER_EGO[key]
         notices.append(f"the query is about the ego: exemplar '{key}'")
-    ev = get_event(key)
-    rule = copy.deepcopy(library.entries[key].rule)
-    suffix: list[str] = []
-    frags = _fragments(rule)
-    steps = rule["sequence"] if "sequence" in rule else [rule]
-    obj_steps = [f for f in steps if _is_obj(f)]
-    # classes (the rule's own object units: not a negation's scope)
-    classes = list(pq.classes)
-    if classes and obj_steps:
-        for f in obj_steps:
-            f["entity"]["class_filter"] = list(classes)
-        suffix.append("_".join(classes))
-    elif classes:
-        notices.append(f"classes {classes} ignored: '{key}' is an ego rule")
-    # side
-    side = pq.side
-    if side:
-        have = _side_of(rule)
-        if have and have != side:
-            _flip_side(rule)
-        elif have is None:
-            first = steps[0]
-            if not _is_obj(first) and any(s["field"] == "heading" for s in first["soft_scores"]):
-                for s in first["soft_scores"]:
-                    if s["field"] == "heading":
-                        s["direction"] = "positive" if side == "left" else "negative"
-            elif obj_steps and can_gate("loc_x", side):
-                op, val = ("lt", -SIDE_GATE_M) if side == "left" else ("gt", SIDE_GATE_M)
-                obj_steps[0]["hard_gates"].append({"field": "loc_x", "op": op, "value": val})
-            elif obj_steps:
-                pass
-            else:
-                notices.append(f"side '{side}' cannot be encoded on '{key}'")
-        if not key.endswith(side):
-            suffix.append(side)
-    # proximity
-    if q.close and obj_steps:
-        limit = EXTREME_CLOSE_GATE_M if q.extreme else CLOSE_GATE_M
-        for f in obj_steps:
-            gates = [g for g in f["hard_gates"] if g["field"] == "distance" and g["op"] in ("lt", "le")]
-            if gates:
-                for g in gates:
-                    g["value"] = min(float(g["value"]), limit)
-            elif can_gate("distance", "close") and not (f.get("same_track") and not f["hard_gates"]):
-                # (a gate-less step on the same track as the previous one is placed by that step's
-                # gates: "close" applies there, not to the motion that follows it)
-                f["hard_gates"].append({"field": "distance", "op": "lt", "value": limit})
-        suffix.append("close")
-    if q.highway:
-        target = steps[0]
-        gates = [g for g in target["hard_gates"] if g["field"] == "speed" and g["op"] in ("gt", "ge")]
+    return key
+
+
+def _adapt_side(rule: dict, key: str, side: str, steps: list[dict], obj_steps: list[dict], can_gate,
+                notices: list[str], suffix: list[str]) -> None:
+    """The query's side: flip a sided rule, set an ego rule's heading sign, or gate the first object
+    step on ``loc_x``; says so when the side cannot be encoded."""
+    have = _side_of(rule)
+    if have and have != side:
+        _flip_side(rule)
+    elif have is None:
+        first = steps[0]
+        if not _is_obj(first) and any(s["field"] == "heading" for s in first["soft_scores"]):
+            for s in first["soft_scores"]:
+                if s["field"] == "heading":
+                    s["direction"] = "positive" if side == "left" else "negative"
+        elif obj_steps and can_gate("loc_x", side):
+            op, val = ("lt", -SIDE_GATE_M) if side == "left" else ("gt", SIDE_GATE_M)
+            obj_steps[0]["hard_gates"].append({"field": "loc_x", "op": op, "value": val})
+        elif obj_steps:
+            pass
+        else:
+            notices.append(f"side '{side}' cannot be encoded on '{key}'")
+    if not key.endswith(side):
+        suffix.append(side)
+
+
+def _adapt_close(obj_steps: list[dict], extreme: bool, can_gate) -> None:
+    """"close" / "extremely close": tighten each object step's distance gate, or add one."""
+    limit = EXTREME_CLOSE_GATE_M if extreme else CLOSE_GATE_M
+    for f in obj_steps:
+        gates = [g for g in f["hard_gates"] if g["field"] == "distance" and g["op"] in ("lt", "le")]
         if gates:
             for g in gates:
-                g["value"] = max(float(g["value"]), HIGHWAY_SPEED_MPS)
-        elif can_gate("speed", "highway speed"):
-            g = {"field": "speed", "op": "gt", "value": HIGHWAY_SPEED_MPS}
-            if "sequence" not in rule:
-                g["min_time_fraction"] = 0.5
-            target["hard_gates"].append(g)
-        suffix.append("highway")
-    if q.condition:
-        notices.append("the query's condition (weather / 'no apparent reason') cannot be measured "
-                       "in the records; the rule ignores it")
-    del frags
-    rule["event"] = key + ("_" + "_".join(suffix) if suffix else "")
-    rule["description"] = f"adapted from '{key}' for the query {pq.text!r}"
-    return parse_rule(rule).to_dict(), notices, key
+                g["value"] = min(float(g["value"]), limit)
+        elif can_gate("distance", "close") and not (f.get("same_track") and not f["hard_gates"]):
+            # (a gate-less step on the same track as the previous one is placed by that step's
+            # gates: "close" applies there, not to the motion that follows it)
+            f["hard_gates"].append({"field": "distance", "op": "lt", "value": limit})
+
+
+def _adapt_highway(rule: dict, target: dict, can_gate) -> None:
+    """"highway": raise the first step's ego speed gate to motorway speed, or add one."""
+    gates = [g for g in target["hard_gates"] if g["field"] == "speed" and g["op"] in ("gt", "ge")]
+    if gates:
+        for g in gates:
+            g["value"] = max(float(g["value"]), HIGHWAY_SPEED_MPS)
+    elif can_gate("speed", "highway speed"):
+        g = {"field": "speed", "op": "gt", "value": HIGHWAY_SPEED_MPS}
+        if "sequence" not in rule:
+            g["min_time_fraction"] = 0.5
+        target["hard_gates"].append(g)
 
 
 def _video_stay_form(steps: list[dict]) -> bool:

@@ -270,24 +270,7 @@ def match_offline(query: "str | ParsedQuery", library=None, *, use_embeddings: b
         hits = composites                               # a composite event over its parts
     elif comp is not None and comp.first_events and not state_go:
         return _composed_no_library(query, comp, library, qual, keys, lex, calibration)
-    # disambiguation: ego vs another vehicle
-    if qual["other"] and not qual["ego"]:
-        hits = {EGO_OTHER.get(k, k) if k in EGO_OTHER and EGO_OTHER[k] in keys else k for k in hits}
-    if qual["ego"] and not qual["other"]:
-        hits = {OTHER_EGO.get(k, k) if OTHER_EGO.get(k) in keys else k for k in hits}
-    if {"cut_in", "cut_in_left", "cut_in_right"} & hits:
-        hits -= {"collision", "ego_collision"}          # a cut-in is not a crash
-    if {"cut_in", "cut_in_left", "cut_in_right"} & hits:
-        hits -= {"swerving", "lateral_movement", "lane_change", "ego_lane_change"}   # ... into our lane
-    if "rear_end" in hits:
-        hits.discard("ego_collision")                   # the ego's collision with the car ahead
-    if "close_pass" in hits and {"overtaken_left", "overtaken_right"} & hits:
-        # how close it passes is what is asked; with a side, the overtake (adapted: "close")
-        hits -= {"close_pass"} if query.side else {"overtaken_left", "overtaken_right"}
-    if query.actor == "ego" and "ego_stationary" in hits:
-        hits.discard("traffic_disruption")              # we stand still (in a jam): our state
-    if "overtaken_left" in hits or "overtaken_right" in hits:
-        hits -= {"lane_change", "object_departure"}
+    hits = _disambiguate(hits, qual, query, keys)
     ranked = most_specific(hits)
     sims = list(lex)
     emb = embedding_similarity(query) if use_embeddings else None
@@ -320,6 +303,29 @@ def match_offline(query: "str | ParsedQuery", library=None, *, use_embeddings: b
         conf = min(conf, CONDITION_CAP)
         reason += "; capped: " + "; ".join(caps)
     return _finish(query, best, conf, reason, cands, qual, caps, path, lex, keys, calibration)
+
+
+def _disambiguate(hits: set[str], qual: dict, query: ParsedQuery, keys: set[str]) -> set[str]:
+    """The named events less those another named event explains: ego vs another vehicle, a cut-in
+    is no crash or swerve, a rear-end is the ego's collision, a close pass vs an overtake, a jam."""
+    if qual["other"] and not qual["ego"]:
+        hits = {EGO_OTHER.get(k, k) if k in EGO_OTHER and EGO_OTHER[k] in keys else k for k in hits}
+    if qual["ego"] and not qual["other"]:
+        hits = {OTHER_EGO.get(k, k) if OTHER_EGO.get(k) in keys else k for k in hits}
+    if {"cut_in", "cut_in_left", "cut_in_right"} & hits:
+        hits -= {"collision", "ego_collision"}          # a cut-in is not a crash
+    if {"cut_in", "cut_in_left", "cut_in_right"} & hits:
+        hits -= {"swerving", "lateral_movement", "lane_change", "ego_lane_change"}   # ... into our lane
+    if "rear_end" in hits:
+        hits.discard("ego_collision")                   # the ego's collision with the car ahead
+    if "close_pass" in hits and {"overtaken_left", "overtaken_right"} & hits:
+        # how close it passes is what is asked; with a side, the overtake (adapted: "close")
+        hits -= {"close_pass"} if query.side else {"overtaken_left", "overtaken_right"}
+    if query.actor == "ego" and "ego_stationary" in hits:
+        hits.discard("traffic_disruption")              # we stand still (in a jam): our state
+    if "overtaken_left" in hits or "overtaken_right" in hits:
+        hits -= {"lane_change", "object_departure"}
+    return hits
 
 
 # ---- paraphrase classes: misspellings, "X and Y" compounds ------------------------------------
