@@ -250,19 +250,7 @@ def render_clip(rec: VideoRecords, path, *, t_range_s: tuple[float, float] | Non
     pose_x, pose_z, heading = _ego_pose(t, speed, yaw)
     dist = np.r_[0.0, np.cumsum(0.5 * (speed[1:] + speed[:-1]) * np.diff(t))]
     keep = np.ones(n, bool) if t_range_s is None else (t >= t_range_s[0]) & (t < t_range_s[1])
-
-    hy = int(round(HORIZON_Y * sy))
-    f, cx = FOCAL_PX * sx, CX_PX * sx
-    pano_w = int(2 * math.pi * f)
-    pano = _panorama(seed + 17, hy, pano_w)
-    cols = np.arange(W, dtype=float)
-    beta = -np.arctan((cols - cx) / f)                         # + = left of the optical axis
-    rows = np.arange(hy + 1, H, dtype=float)
-    z = FOCAL_PX * CAMERA_HEIGHT_M / ((rows - hy) / sy)        # ground distance of each row, m
-    X = (cols[None, :] - cx) * z[:, None] / f                  # lateral offset, m (+ right)
-    road = np.abs(X) < 7.0
-    edge = (np.abs(np.abs(X) - 5.25) < 0.08)
-    inner = (np.abs(np.abs(X) - 1.75) < 0.07)
+    view = _view(W, H, sx, sy, seed)
 
     path = str(path)
     vw = cv2.VideoWriter(path, cv2.VideoWriter_fourcc(*"mp4v"), fps, (W, H))
@@ -277,25 +265,7 @@ def render_clip(rec: VideoRecords, path, *, t_range_s: tuple[float, float] | Non
             if cancel is not None and cancel():
                 break
             img = np.empty((H, W, 3), np.uint8)
-            alpha = beta + heading[k]
-            idx = np.round((alpha % (2 * math.pi)) / (2 * math.pi) * pano_w).astype(int) % pano_w
-            img[:hy] = pano[:, idx]
-            s = dist[k]
-            zz = z[:, None] + s
-            # the asphalt's texture is fixed to the world: it slides towards the camera as the ego
-            # drives and turns with the ego's heading (lane marks follow the ego's lane)
-            ch, sh = math.cos(heading[k]), math.sin(heading[k])
-            wx = pose_x[k] + X * ch - z[:, None] * sh
-            wz = pose_z[k] + X * sh + z[:, None] * ch
-            tex = (np.sin(wz * 2.1 + 0.5 * np.sin(wx * 0.37)) * np.sin(wz * 0.7 + wx * 0.9) * 8).astype(np.int16)
-            ground = np.where(road, 92, 70).astype(np.int16) + tex
-            g = np.clip(ground, 0, 255).astype(np.uint8)
-            img[hy + 1:, :, 0] = g
-            img[hy + 1:, :, 1] = np.where(road, g, np.clip(ground + 40, 0, 255).astype(np.uint8))
-            img[hy + 1:, :, 2] = np.where(road, g, np.clip(ground - 10, 0, 255).astype(np.uint8))
-            dashes = inner & (((zz % 12.0) < 4.0))
-            img[hy + 1:][edge | dashes] = (235, 235, 235)
-            img[hy] = img[hy - 1]
+            _draw_scene(img, view, heading[k], dist[k], pose_x[k], pose_z[k])
             for tr, at in by_track:
                 i = at.get(int(k))
                 if i is None or tr.bbox is None:
@@ -308,6 +278,47 @@ def render_clip(rec: VideoRecords, path, *, t_range_s: tuple[float, float] | Non
     finally:
         vw.release()
     return {"path": path, "n_frames": written, "seconds": time.perf_counter() - t_start}
+
+
+def _view(W: int, H: int, sx: float, sy: float, seed: int) -> dict:
+    """What every frame of a clip shares: the horizon row, the skyline panorama and each column's
+    bearing, and per ground pixel its distance and lateral offset with the road and lane-mark masks."""
+    hy = int(round(HORIZON_Y * sy))
+    f, cx = FOCAL_PX * sx, CX_PX * sx
+    pano_w = int(2 * math.pi * f)
+    pano = _panorama(seed + 17, hy, pano_w)
+    cols = np.arange(W, dtype=float)
+    beta = -np.arctan((cols - cx) / f)                         # + = left of the optical axis
+    rows = np.arange(hy + 1, H, dtype=float)
+    z = FOCAL_PX * CAMERA_HEIGHT_M / ((rows - hy) / sy)        # ground distance of each row, m
+    X = (cols[None, :] - cx) * z[:, None] / f                  # lateral offset, m (+ right)
+    return {"hy": hy, "pano": pano, "pano_w": pano_w, "beta": beta, "z": z, "X": X,
+            "road": np.abs(X) < 7.0, "edge": (np.abs(np.abs(X) - 5.25) < 0.08),
+            "inner": (np.abs(np.abs(X) - 1.75) < 0.07)}
+
+
+def _draw_scene(img: np.ndarray, view: dict, heading: float, s: float, pose_x: float, pose_z: float) -> None:
+    """Skyline and road of one frame into ``img``: the ego at (``pose_x``, ``pose_z``) with
+    ``heading``, ``s`` m driven."""
+    hy, pano_w, z, X, road = view["hy"], view["pano_w"], view["z"], view["X"], view["road"]
+    alpha = view["beta"] + heading
+    idx = np.round((alpha % (2 * math.pi)) / (2 * math.pi) * pano_w).astype(int) % pano_w
+    img[:hy] = view["pano"][:, idx]
+    zz = z[:, None] + s
+    # the asphalt's texture is fixed to the world: it slides towards the camera as the ego
+    # drives and turns with the ego's heading (lane marks follow the ego's lane)
+    ch, sh = math.cos(heading), math.sin(heading)
+    wx = pose_x + X * ch - z[:, None] * sh
+    wz = pose_z + X * sh + z[:, None] * ch
+    tex = (np.sin(wz * 2.1 + 0.5 * np.sin(wx * 0.37)) * np.sin(wz * 0.7 + wx * 0.9) * 8).astype(np.int16)
+    ground = np.where(road, 92, 70).astype(np.int16) + tex
+    g = np.clip(ground, 0, 255).astype(np.uint8)
+    img[hy + 1:, :, 0] = g
+    img[hy + 1:, :, 1] = np.where(road, g, np.clip(ground + 40, 0, 255).astype(np.uint8))
+    img[hy + 1:, :, 2] = np.where(road, g, np.clip(ground - 10, 0, 255).astype(np.uint8))
+    dashes = view["inner"] & (((zz % 12.0) < 4.0))
+    img[hy + 1:][view["edge"] | dashes] = (235, 235, 235)
+    img[hy] = img[hy - 1]
 
 
 SAMPLE_VERSION = 2
