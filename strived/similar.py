@@ -290,9 +290,17 @@ def more_like_this(library, video_id: str, t0: float, t1: float, track_id: int |
         raise StrivedError(f"nothing to compare over {t0:g}-{t1:g} s of {video_id!r}: "
                            + "; ".join(notices or ["no source could run"]))
     fused = weighted_rrf(rankings, None, RRF_K, top_k=top_k, scores=scores)
+    moments = _moments(fused, rankings, dense_of, sig_of, (p - 1) * q * K.GRID_S)
+    timings["total"] = (time.perf_counter() - t_all) * 1e3
+    report(progress, "similar: done", 1, 1)
+    return SimilarResponse(example=example, moments=moments, used=used, notices=notices, timings_ms=timings)
+
+
+def _moments(fused, rankings: dict[str, list[str]], dense_of: dict, sig_of: dict, step: float) -> list[SimilarMoment]:
+    """The fused videos as moments: each source's rank, the dense span and cosine, and the signal
+    window (``step`` s long) with its distance and track, which sets the moment's span when known."""
     pos = {s: {v: i for i, v in enumerate(r)} for s, r in rankings.items()}
     moments = []
-    step = (p - 1) * q * K.GRID_S
     for rank, (vid, score) in enumerate(fused, 1):
         m = SimilarMoment(rank=rank, video_id=vid, t0=0.0, t1=0.0, score=float(score))
         m.per_source = {s: pos[s][vid] + 1 for s in rankings if vid in pos[s]}
@@ -306,9 +314,7 @@ def more_like_this(library, video_id: str, t0: float, t1: float, track_id: int |
             m.distance, m.known_points = round(s["dist"], 4), s["known"]
             m.track_id, m.cls = s["track_id"], s["cls"]
         moments.append(m)
-    timings["total"] = (time.perf_counter() - t_all) * 1e3
-    report(progress, "similar: done", 1, 1)
-    return SimilarResponse(example=example, moments=moments, used=used, notices=notices, timings_ms=timings)
+    return moments
 
 
 def _signal_ranking(cols, grids: dict, ex: dict, k0: int, p: int, q: int, exclude, cancel: CancelFn,

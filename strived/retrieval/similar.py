@@ -170,7 +170,7 @@ def best_windows(grid: Grid, units: np.ndarray, owner: np.ndarray, sig: np.ndarr
     n_starts = np.maximum(0, (n - 1 - hi - lo) // stride + 1)
     n_starts[n == 0] = 0
     total = int(n_starts.sum())
-    res_v, res_u, res_k, res_d, res_c = [], [], [], [], []
+    found: list[tuple] = []
     compared = 0
     cum = np.r_[0, np.cumsum(n_starts)]
     # batches of whole units
@@ -208,30 +208,10 @@ def best_windows(grid: Grid, units: np.ndarray, owner: np.ndarray, sig: np.ndarr
             cnt += np.where(ok, ego_cnt[at], 0)
         with np.errstate(invalid="ignore", divide="ignore"):
             dist = np.where(cnt >= need, dsum / np.maximum(cnt, 1), np.inf)
-        if exclude is not None:
-            ev, e0, e1 = exclude
-            hit = (vid == ev) & (k_start * GRID_S < e1) & ((k_start + width) * GRID_S > e0)
-            dist[hit] = np.inf
-        if ego is not None:
-            ek0, en = ego.k0[vid], ego.n[vid]
-            dist[(k_start < ek0) | (k_start + width > ek0 + en - 1)] = np.inf
+        _rule_out(dist, vid, k_start, width, ego, exclude)
         compared += int(np.isfinite(dist).sum())
-        # best window of each video: videos are contiguous runs (units sorted by video)
-        runs = np.flatnonzero(np.r_[True, vid[1:] != vid[:-1]])
-        best = np.minimum.reduceat(dist, runs)
-        lens = np.diff(np.r_[runs, len(dist)])
-        pos = np.where(dist == np.repeat(best, lens), np.arange(len(dist)), len(dist))
-        at = np.minimum.reduceat(pos, runs)
-        keep = np.isfinite(best)
-        at = at[keep]
-        res_v.append(vid[at])
-        res_u.append(wu[at])
-        res_k.append(k_start[at])
-        res_d.append(dist[at])
-        res_c.append(cnt[at])
-    cat = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt)  # noqa: E731
-    v, u, k, d, c = (cat(res_v, np.int64), cat(res_u, np.int64), cat(res_k, np.int64),
-                     cat(res_d, np.float64), cat(res_c, np.int64))
+        found.append(_best_of_each_video(vid, wu, k_start, dist, cnt))
+    v, u, k, d, c = _merge_batches(found)
     # a video split across two batches: keep its better window
     order = np.lexsort((v, d))
     _, first_of = np.unique(v[order], return_index=True)
@@ -239,6 +219,41 @@ def best_windows(grid: Grid, units: np.ndarray, owner: np.ndarray, sig: np.ndarr
     sel = sel[np.lexsort((v[sel], d[sel]))]
     return {"video": v[sel], "unit": u[sel], "k": k[sel], "dist": d[sel], "known": c[sel],
             "windows": total, "compared": compared, "points": p, "step": q, "need": need}
+
+
+def _rule_out(dist: np.ndarray, vid: np.ndarray, k_start: np.ndarray, width: int, ego: Grid | None,
+              exclude: tuple[int, float, float] | None) -> None:
+    """Set to inf (in place) the windows overlapping the excluded span and, for tracks, the
+    windows not inside their video's ego series."""
+    if exclude is not None:
+        ev, e0, e1 = exclude
+        hit = (vid == ev) & (k_start * GRID_S < e1) & ((k_start + width) * GRID_S > e0)
+        dist[hit] = np.inf
+    if ego is not None:
+        ek0, en = ego.k0[vid], ego.n[vid]
+        dist[(k_start < ek0) | (k_start + width > ek0 + en - 1)] = np.inf
+
+
+def _best_of_each_video(vid: np.ndarray, wu: np.ndarray, k_start: np.ndarray, dist: np.ndarray,
+                        cnt: np.ndarray) -> tuple:
+    """(video, unit, k, dist, known) of the best finite window of each video of a batch (videos
+    are contiguous runs: units sorted by video; ties: the first window)."""
+    runs = np.flatnonzero(np.r_[True, vid[1:] != vid[:-1]])
+    best = np.minimum.reduceat(dist, runs)
+    lens = np.diff(np.r_[runs, len(dist)])
+    pos = np.where(dist == np.repeat(best, lens), np.arange(len(dist)), len(dist))
+    at = np.minimum.reduceat(pos, runs)
+    keep = np.isfinite(best)
+    at = at[keep]
+    return vid[at], wu[at], k_start[at], dist[at], cnt[at]
+
+
+def _merge_batches(found: list[tuple]) -> tuple[np.ndarray, ...]:
+    """The batches' (video, unit, k, dist, known) arrays concatenated (a video split across two
+    batches appears twice: the caller keeps its better window)."""
+    cat = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt)  # noqa: E731
+    cols = list(zip(*found)) if found else [[], [], [], [], []]
+    return tuple(cat(list(xs), dt) for xs, dt in zip(cols, (np.int64, np.int64, np.int64, np.float64, np.int64)))
 
 
 def _partial(grid: Grid, wu: np.ndarray, k_start: np.ndarray, sig: np.ndarray, q: int,
