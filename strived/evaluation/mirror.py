@@ -318,6 +318,71 @@ def _check_out(src: Path, out: Path, overwrite: bool) -> None:
                 raise BenchmarkError(f"{out} already holds a mirrored benchmark (use --force to replace it)")
 
 
+def _chosen_items(bench, items: str, src: Path) -> list[BenchItem]:
+    """The items of kind ``items`` to mirror; BenchmarkError when none, or when a mirrored id would
+    repeat a source id."""
+    chosen: list[BenchItem] = [it for it in bench.items if items == "all"
+                               or (it.video is not None) == (items == "video")]
+    if not chosen:
+        raise BenchmarkError(f"{src} has no {items} items to mirror")
+    taken = {it.id for it in bench.items}
+    clash = [mirror_id(it.id) for it in chosen if mirror_id(it.id) in taken]
+    if clash:
+        raise BenchmarkError(f"mirrored ids would repeat source ids: {clash[:5]}")
+    return chosen
+
+
+def _mirror_item_files(src: Path, it: BenchItem, entry: dict, work: Path, codec, cancel: CancelFn,
+                       cameras: dict, notes: list[str]) -> None:
+    """Write one item's mirrored video and records under ``work``, filling ``entry``'s paths as each
+    is written (so a failure can remove them) and collecting its camera.json in ``cameras``.
+    Raises VideoDecodeError / RecordsError for an item that cannot be mirrored."""
+    new_id = entry["id"]
+    width = None
+    if it.video is not None:
+        rel_dir = _out_dir(src, it.video, "videos")
+        (work / rel_dir).mkdir(parents=True, exist_ok=True)
+        info = mirror_video(it.video, work / rel_dir / f"{new_id}.mp4", codec, cancel)
+        entry["video"] = (rel_dir / f"{new_id}.mp4").as_posix()
+        width = info["width"]
+        if info["container_frames"] and info["container_frames"] != info["frames"]:
+            notes.append(f"{it.id}: {info['frames']} frames decoded, the container says "
+                         f"{info['container_frames']} (the mirror has the decoded ones)")
+        cfg = _camera_json(src, it.video)
+        if cfg is not None:
+            cameras.setdefault(cfg, (work / _out_dir(src, cfg, str(rel_dir)), set()))[1].add(width)
+    if it.records is not None:
+        rel_dir = _out_dir(src, it.records, "records")
+        (work / rel_dir).mkdir(parents=True, exist_ok=True)
+        dst = work / rel_dir / f"{new_id}.json"
+        video_rel = (os.path.relpath(work / entry["video"], dst.parent).replace(os.sep, "/")
+                     if entry["video"] else None)
+        rec, dropped = mirror_records(it.records, new_id, video_rel, width, entry["source"])
+        if dropped:
+            notes.append(f"{it.id}: boxes dropped from the mirrored records (no frame width)")
+        rec.save(dst)
+        entry["records"] = (rel_dir / f"{new_id}.json").as_posix()
+
+
+def _manifest(of: str, items: str, codec, man: dict, entries: list[dict], queries: list, skipped: list[dict],
+              notes: list[str]) -> dict:
+    """The mirror's manifest.json: its description, licence note, what was mirrored and skipped."""
+    name = f"{of}-mirror"
+    return {
+        "name": name,
+        "description": (f"Left-right mirror images of the {items} items of {of} "
+                        f"(`strived bench-mirror`, strived.evaluation.mirror): every frame flipped with "
+                        f"cv2.flip(frame, 1) and re-encoded ({codec or 'no video'}) at the same size "
+                        "and frame rate; track records mirrored (loc_x, lane_rel, yaw_rate and boxes); "
+                        "left/right query events and words swapped. Each item keeps its original's "
+                        "group: never fit on an original while scoring its mirror, or the reverse."),
+        "license_note": (man.get("license_note") or "") + " Mirrored copies carry their originals' terms.",
+        "mirror": {"of": of, "items": items, "codec": codec, "n_items": len(entries),
+                   "n_queries": len(queries), "skipped": skipped, "notes": notes},
+        "videos": entries,
+    }
+
+
 def mirror_benchmark(src_folder, out_folder, *, items: str = "video", progress: ProgressFn = None,
                      cancel: CancelFn = None, overwrite: bool = False) -> Path:
     """Write the mirrored benchmark of ``src_folder`` into ``out_folder`` (module docstring) and
@@ -335,14 +400,7 @@ def mirror_benchmark(src_folder, out_folder, *, items: str = "video", progress: 
     bench = load_benchmark(src)
     man = json.loads((src / "manifest.json").read_text(encoding="utf-8"))
     raw_queries = json.loads((src / "queries.json").read_text(encoding="utf-8"))
-    chosen: list[BenchItem] = [it for it in bench.items if items == "all"
-                               or (it.video is not None) == (items == "video")]
-    if not chosen:
-        raise BenchmarkError(f"{src} has no {items} items to mirror")
-    taken = {it.id for it in bench.items}
-    clash = [mirror_id(it.id) for it in chosen if mirror_id(it.id) in taken]
-    if clash:
-        raise BenchmarkError(f"mirrored ids would repeat source ids: {clash[:5]}")
+    chosen = _chosen_items(bench, items, src)
 
     codec = cv_codec() if any(it.video is not None for it in chosen) else None
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -360,31 +418,8 @@ def mirror_benchmark(src_folder, out_folder, *, items: str = "video", progress: 
             origin = f"left-right mirror of {it.id} ({bench.name})" + (f": {it.source}" if it.source else "")
             entry = {"id": new_id, "video": None, "records": None, "source": origin,
                      "license": it.license, "group": it.group, "mirror_of": it.id}
-            width = None
             try:
-                if it.video is not None:
-                    rel_dir = _out_dir(src, it.video, "videos")
-                    (work / rel_dir).mkdir(parents=True, exist_ok=True)
-                    info = mirror_video(it.video, work / rel_dir / f"{new_id}.mp4", codec, cancel)
-                    entry["video"] = (rel_dir / f"{new_id}.mp4").as_posix()
-                    width = info["width"]
-                    if info["container_frames"] and info["container_frames"] != info["frames"]:
-                        notes.append(f"{it.id}: {info['frames']} frames decoded, the container says "
-                                     f"{info['container_frames']} (the mirror has the decoded ones)")
-                    cfg = _camera_json(src, it.video)
-                    if cfg is not None:
-                        cameras.setdefault(cfg, (work / _out_dir(src, cfg, str(rel_dir)), set()))[1].add(width)
-                if it.records is not None:
-                    rel_dir = _out_dir(src, it.records, "records")
-                    (work / rel_dir).mkdir(parents=True, exist_ok=True)
-                    dst = work / rel_dir / f"{new_id}.json"
-                    video_rel = (os.path.relpath(work / entry["video"], dst.parent).replace(os.sep, "/")
-                                 if entry["video"] else None)
-                    rec, dropped = mirror_records(it.records, new_id, video_rel, width, origin)
-                    if dropped:
-                        notes.append(f"{it.id}: boxes dropped from the mirrored records (no frame width)")
-                    rec.save(dst)
-                    entry["records"] = (rel_dir / f"{new_id}.json").as_posix()
+                _mirror_item_files(src, it, entry, work, codec, cancel, cameras, notes)
             except (VideoDecodeError, RecordsError) as e:
                 for key in ("video", "records"):
                     if entry[key]:
@@ -404,20 +439,7 @@ def mirror_benchmark(src_folder, out_folder, *, items: str = "video", progress: 
             _mirror_camera(cfg, dst_dir / cfg.name, widths, notes)
         queries, qnotes = mirror_queries(raw_queries, id_map)
         notes += qnotes
-        name = f"{bench.name}-mirror"
-        manifest = {
-            "name": name,
-            "description": (f"Left-right mirror images of the {items} items of {bench.name} "
-                            f"(`strived bench-mirror`, strived.evaluation.mirror): every frame flipped with "
-                            f"cv2.flip(frame, 1) and re-encoded ({codec or 'no video'}) at the same size "
-                            "and frame rate; track records mirrored (loc_x, lane_rel, yaw_rate and boxes); "
-                            "left/right query events and words swapped. Each item keeps its original's "
-                            "group: never fit on an original while scoring its mirror, or the reverse."),
-            "license_note": (man.get("license_note") or "") + " Mirrored copies carry their originals' terms.",
-            "mirror": {"of": bench.name, "items": items, "codec": codec, "n_items": len(entries),
-                       "n_queries": len(queries), "skipped": skipped, "notes": notes},
-            "videos": entries,
-        }
+        manifest = _manifest(bench.name, items, codec, man, entries, queries, skipped, notes)
         (work / "manifest.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n",
                                             encoding="utf-8")
         (work / "queries.json").write_text(json.dumps(queries, indent=1, ensure_ascii=False) + "\n",
