@@ -93,16 +93,53 @@ def _load_corpus(aux: str, profile: str | None = None):
 def run(args) -> int:
     from ..errors import StrivedError
     from ..rulelib.fit.calibrate import calibrate_library
-    from ..rulelib.fit.weak_labels import (WeakLabels, labels_from_benchmark, labels_from_captions,
-                                       load_captions, load_label_file, marks_from_library)
     from ._common import TerminalProgress
 
     scorer, vids, lib, bench = _load_corpus(args.aux, args.profile)
-    labels = WeakLabels(list(vids))
     llm = None
     if args.extractor == "llm" or args.proposer == "llm":
         from ..llm import LLMClient, load_llm_config
         llm = LLMClient(load_llm_config())
+    labels = _weak_labels(args, vids, lib, bench, llm)
+    vids, groups = _benchmark_split(args, vids, bench)
+    labels.videos = list(vids)
+    if not any(labels.positives.values()):
+        raise StrivedError("no weak labels: give --captions, --labels, --marks, "
+                           "--benchmark-labels or --benchmark")
+    kw = dict(proposer=args.proposer, llm=llm, seed=args.seed, target_ap=args.target_ap,
+              max_iterations=args.max_iterations)
+    base, prov = _base_and_provenance(args, vids, labels, lib)
+    if groups is not None:
+        prov["sources"] = ("numbers move only on AP gains that hold with any one source left out; "
+                           "calibrated numbers ship only where they beat the hand form on held-out sources")
+    if args.split == "design":
+        prov["split"] = "design (the design holdout's sources were not read)"
+    library, reports = calibrate_library(scorer, labels, args.events, progress=TerminalProgress(),
+                                         provenance=prov, base=base, groups=groups, **kw)
+    library.save(args.out)
+    _print_reports(reports)
+    out = {"library": str(args.out), "version": library.version,
+           "events": [r.to_dict() for r in reports]}
+    if args.cv:
+        from ..rulelib.fit.crossval import cross_validate, format_cv_table
+        folds, rows = cross_validate(scorer, labels, n_folds=args.cv, events=args.events, **kw)
+        print(format_cv_table(folds, rows))
+        out["crossval"] = {"folds": folds, "events": [r.to_dict() for r in rows]}
+    if args.report:
+        with open(args.report, "w", encoding="utf-8") as f:
+            json.dump(out, f, indent=1)
+    print(f"wrote {args.out} (library {library.version})")
+    return 0
+
+
+def _weak_labels(args, vids: list[str], lib, bench, llm):
+    """The weak labels of the options, merged: captions, label file, library marks, benchmark
+    labels (StrivedError when an option does not fit AUX)."""
+    from ..errors import StrivedError
+    from ..rulelib.fit.weak_labels import (WeakLabels, labels_from_benchmark, labels_from_captions,
+                                       load_captions, load_label_file, marks_from_library)
+
+    labels = WeakLabels(list(vids))
     if args.captions:
         caps = load_captions(args.captions)
         if args.extractor == "llm":
@@ -119,13 +156,21 @@ def run(args) -> int:
     if args.marks:
         if lib is None:
             raise StrivedError("--marks needs AUX to be a library folder")
-        labels = labels.merge(marks_from_library(lib.db, vids))
+        labels = labels.merge(marks_from_library(lib, vids))
     if args.benchmark_labels:
         if bench is None:
             raise StrivedError("--benchmark-labels needs AUX to be a benchmark folder")
         labels = labels.merge(labels_from_benchmark(bench, vids))
     if args.benchmark:
         labels = labels.merge(labels_from_benchmark(args.benchmark, vids))
+    return labels
+
+
+def _benchmark_split(args, vids: list[str], bench) -> tuple[list[str], dict | None]:
+    """(videos to fit on, source group of each benchmark item or None): ``--split design`` keeps
+    the design split's videos; ``--sources auto`` groups by source (both need benchmark labels)."""
+    from ..errors import StrivedError
+
     groups = None
     bench_dir = args.benchmark or (bench if args.benchmark_labels else None)
     if bench_dir is not None:
@@ -139,12 +184,14 @@ def run(args) -> int:
             groups = {it.id: it.group for it in b.items}
     elif args.split == "design":
         raise StrivedError("--split design needs benchmark labels (--benchmark or --benchmark-labels)")
-    labels.videos = list(vids)
-    if not any(labels.positives.values()):
-        raise StrivedError("no weak labels: give --captions, --labels, --marks, "
-                           "--benchmark-labels or --benchmark")
-    kw = dict(proposer=args.proposer, llm=llm, seed=args.seed, target_ap=args.target_ap,
-              max_iterations=args.max_iterations)
+    return vids, groups
+
+
+def _base_and_provenance(args, vids: list[str], labels, lib) -> tuple:
+    """(library to start from or None, provenance): the video profile's uncalibrated forms, or
+    ``--update``'s file with events added to the inventory since; the corpus, labels and profile."""
+    from ..errors import StrivedError
+
     prov = {"corpus": f"{args.aux} ({len(vids)} videos with records)",
             "label_source": ", ".join(labels.sources)}
     if args.profile:
@@ -169,14 +216,11 @@ def run(args) -> int:
         if not args.events:
             raise StrivedError("--update needs --events (the events to recalibrate)")
         prov = {**base.provenance, f"update:{','.join(args.events)}": prov}
-    if groups is not None:
-        prov["sources"] = ("numbers move only on AP gains that hold with any one source left out; "
-                           "calibrated numbers ship only where they beat the hand form on held-out sources")
-    if args.split == "design":
-        prov["split"] = "design (the design holdout's sources were not read)"
-    library, reports = calibrate_library(scorer, labels, args.events, progress=TerminalProgress(),
-                                         provenance=prov, base=base, groups=groups, **kw)
-    library.save(args.out)
+    return base, prov
+
+
+def _print_reports(reports) -> None:
+    """Per event: positives, negatives, starting and best AP, iterations; then the events skipped."""
     print(f"{'event':22s} {'pos':>4s} {'neg':>4s} {'start':>6s} {'best':>6s} iters")
     for r in reports:
         if r.n_pos:
@@ -185,16 +229,3 @@ def run(args) -> int:
     skipped = [r.event for r in reports if not r.n_pos]
     if skipped:
         print(f"no positives (starting numbers kept): {', '.join(skipped)}")
-    out = {"library": str(args.out), "version": library.version,
-           "events": [r.to_dict() for r in reports]}
-    if args.cv:
-        from ..rulelib.fit.crossval import cross_validate, format_cv_table
-        folds, rows = cross_validate(scorer, labels, n_folds=args.cv, events=args.events, **kw)
-        print(format_cv_table(folds, rows))
-        out["crossval"] = {"folds": folds, "events": [r.to_dict() for r in rows]}
-    if args.report:
-        with open(args.report, "w", encoding="utf-8") as f:
-            json.dump(out, f, indent=1)
-    print(f"wrote {args.out} (library {library.version})")
-    return 0
-

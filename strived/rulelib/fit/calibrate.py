@@ -226,31 +226,8 @@ def calibrate_event(event: str, scorer, labels: WeakLabels, *, proposer: str = "
     for it in range(1, max_iterations + 1):
         check_cancel(cancel)
         state.iteration = it
-        failed, name = None, opt.name
-        cands: list[dict] = []
-        if llm_prop is not None:
-            try:
-                cands = [llm_prop.propose(state)]
-                name = llm_prop.name
-            except Exception as e:           # LLMError, RuleError, form mismatch: a failed iteration
-                failed = f"{type(e).__name__}: {e}"[:300]
-                rep.n_failed += 1
-        if not cands:
-            cands = opt.propose(state)
-            name = opt.name
-        best_c = None
-        for c in cands:
-            try:
-                ap, s, h = ev(c)
-            except RuleError as e:
-                failed = f"RuleError: {e}"[:300]
-                rep.n_failed += 1 if name != opt.name else 0
-                continue
-            g = ev.gain(s, best_s) if state.best_rule is not None else 0.0
-            if best_c is None or g > best_c[4] + 1e-12 or (
-                    abs(g - best_c[4]) <= 1e-12 and state.best_rule is not None and
-                    grid_distance(opt.params, c, form) < grid_distance(opt.params, best_c[3], form)):
-                best_c = (ap, s, h, c, g)
+        cands, name, failed = _propose(llm_prop, opt, state, rep)
+        best_c, failed = _best_candidate(ev, cands, state, opt, form, best_s, name, rep, failed)
         if best_c is None:
             continue
         ap, s, h, cand, g = best_c
@@ -279,6 +256,45 @@ def calibrate_event(event: str, scorer, labels: WeakLabels, *, proposer: str = "
     rep.best_rule = parse_rule(rep.best_rule).to_dict()
     rep.elapsed_s = time.perf_counter() - t0
     return rep
+
+
+def _propose(llm_prop, opt: OptimizerProposer, state: LoopState, rep: EventReport) -> tuple[list[dict], str, str | None]:
+    """(candidate rules, proposer name, failure or None) of one iteration: the LLM's proposal when
+    there is an LLM proposer and it succeeds (a failure is counted in ``rep``), else the optimiser's."""
+    failed, name = None, opt.name
+    cands: list[dict] = []
+    if llm_prop is not None:
+        try:
+            cands = [llm_prop.propose(state)]
+            name = llm_prop.name
+        except Exception as e:           # LLMError, RuleError, form mismatch: a failed iteration
+            failed = f"{type(e).__name__}: {e}"[:300]
+            rep.n_failed += 1
+    if not cands:
+        cands = opt.propose(state)
+        name = opt.name
+    return cands, name, failed
+
+
+def _best_candidate(ev: _Evaluator, cands: list[dict], state: LoopState, opt: OptimizerProposer, form: dict,
+                    best_s: np.ndarray, name: str, rep: EventReport, failed: str | None) -> tuple:
+    """((ap, scores, hard, rule, gain) of the candidate with the largest gain over ``best_s``, ties
+    to the one nearest the form's numbers, or None; the iteration's failure). A candidate that is
+    no valid rule is skipped (counted in ``rep`` when the LLM proposed it)."""
+    best_c = None
+    for c in cands:
+        try:
+            ap, s, h = ev(c)
+        except RuleError as e:
+            failed = f"RuleError: {e}"[:300]
+            rep.n_failed += 1 if name != opt.name else 0
+            continue
+        g = ev.gain(s, best_s) if state.best_rule is not None else 0.0
+        if best_c is None or g > best_c[4] + 1e-12 or (
+                abs(g - best_c[4]) <= 1e-12 and state.best_rule is not None and
+                grid_distance(opt.params, c, form) < grid_distance(opt.params, best_c[3], form)):
+            best_c = (ap, s, h, c, g)
+    return best_c, failed
 
 
 #: An event needs at least this many positives to be calibrated: with one or two, the optimiser
