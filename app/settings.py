@@ -165,7 +165,21 @@ class SettingsDialog(QDialog):
         self.setWindowTitle("Settings")
         self.settings, self.folder = settings, folder
         self._worker = None
-        s = settings
+        self._make_llm_widgets(settings)
+        self._make_indexing_widgets(settings, folder)
+        self._make_rule_library_widgets(settings)
+        boxes = (self._llm_box(), self._indexing_box(), self._search_box(), self._camera_box(folder))
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
+                                   | QDialogButtonBox.StandardButton.Cancel, self)
+        buttons.accepted.connect(self._on_accepted)
+        buttons.rejected.connect(self.reject)
+        lay = QVBoxLayout(self)
+        for w in boxes:
+            lay.addWidget(w)
+        lay.addWidget(buttons)
+
+    def _make_llm_widgets(self, s: AppSettings) -> None:
+        """The LLM endpoint's fields, the key's source and keyring entry, and the connection test."""
         self.base_url = QLineEdit(s.llm_base_url, self, placeholderText="http://127.0.0.1:8080/v1 (empty = offline)")
         self.model = QLineEdit(s.llm_model, self)
         self.key_label = QLabel(key_source(), self)
@@ -185,6 +199,9 @@ class SettingsDialog(QDialog):
         self.test_result.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.test_result.setSizePolicy(QSizePolicy.Policy.Preferred,
                                        QSizePolicy.Policy.MinimumExpanding)
+
+    def _make_indexing_widgets(self, s: AppSettings, folder: str) -> None:
+        """Device, model folders, sampling rate and the folder's camera (defaults without a folder)."""
         self.device = QComboBox(self)
         self.device.addItems(["auto", "cpu", "cuda"])
         self.device.setCurrentText(s.device)
@@ -200,6 +217,9 @@ class SettingsDialog(QDialog):
         self.cam_height.setValue(cam["height_m"])
         self.pitch = QDoubleSpinBox(self, minimum=-30.0, maximum=30.0, decimals=1, suffix=" °")
         self.pitch.setValue(cam["pitch_deg"])
+
+    def _make_rule_library_widgets(self, s: AppSettings) -> None:
+        """The rule library's path, its Choose / shipped buttons and what it is."""
         # the rule library searches use: chosen with "Choose…" (checked at once; a bad file keeps
         # the previous choice), back to the shipped ones with "Use the shipped rules"
         self.rule_library = QLineEdit(s.rule_library_path, self, objectName="ruleLibraryPath",
@@ -215,6 +235,8 @@ class SettingsDialog(QDialog):
         self.rule_library_info.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self._describe_rule_library(s.rule_library_path)
 
+    def _llm_box(self) -> QGroupBox:
+        """The LLM endpoint group."""
         llm = QGroupBox("LLM endpoint (OpenAI-compatible; optional)", self)
         f = QFormLayout(llm)
         f.addRow("Base URL", self.base_url)
@@ -226,12 +248,20 @@ class SettingsDialog(QDialog):
         row.addStretch(1)
         f.addRow(row)
         f.addRow(self.test_result)          # its own full-width row: long verdicts wrap, never cut
+        return llm
+
+    def _indexing_box(self) -> QGroupBox:
+        """The indexing group."""
         eng = QGroupBox("Indexing", self)
         f2 = QFormLayout(eng)
         f2.addRow("Device", self.device)
         f2.addRow("Detector model folder", self._with_browse(self.detector_dir))
         f2.addRow("Embedder model folder", self._with_browse(self.embedder_dir))
         f2.addRow("Sampling rate", self.sample_fps)
+        return eng
+
+    def _search_box(self) -> QGroupBox:
+        """The search group: the rule library."""
         search_box = QGroupBox("Search", self)
         f4 = QFormLayout(search_box)
         rl = QWidget(self)
@@ -242,20 +272,17 @@ class SettingsDialog(QDialog):
         h.addWidget(self.rule_library_reset)
         f4.addRow("Rule library", rl)
         f4.addRow(self.rule_library_info)
+        return search_box
+
+    def _camera_box(self, folder: str) -> QGroupBox:
+        """The camera group of ``folder`` (disabled without one)."""
         cam_box = QGroupBox(f"Camera for {folder or '(no folder)'}", self)
         cam_box.setEnabled(bool(folder))
         f3 = QFormLayout(cam_box)
         f3.addRow("Focal length", self.focal)
         f3.addRow("Mount height", self.cam_height)
         f3.addRow("Pitch", self.pitch)
-        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
-                                   | QDialogButtonBox.StandardButton.Cancel, self)
-        buttons.accepted.connect(self._on_accepted)
-        buttons.rejected.connect(self.reject)
-        lay = QVBoxLayout(self)
-        for w in (llm, eng, search_box, cam_box):
-            lay.addWidget(w)
-        lay.addWidget(buttons)
+        return cam_box
 
     def _with_browse(self, edit: QLineEdit) -> QWidget:
         w = QWidget(self)
