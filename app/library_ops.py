@@ -131,10 +131,9 @@ def make_thumbnail(library, video_id: str, path: str, t_s: float = 0.0, width: i
 
 def quick_stats(library) -> dict:
     """Cheap counts for the status bar (no full-table scans of BLOBs)."""
-    c = library.conn
-    n_v = c.execute("SELECT COUNT(*) FROM videos").fetchone()[0]
-    n_t = c.execute("SELECT COUNT(*) FROM tracks").fetchone()[0]
-    n_err = c.execute("SELECT COUNT(*) FROM files WHERE status='failed'").fetchone()[0]
+    n_v = len(library)
+    n_t = library.count_tracks()
+    n_err = library.count_files("failed")
     n_marks = library.count_marks()
     return {"videos": n_v, "tracks": n_t, "failed": n_err, "marks": n_marks,
             "index_version": library.meta_get("content_version")}

@@ -17,11 +17,11 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSize, Qt
 from PySide6.QtGui import QColor, QPixmap
 
 from strived.retrieval.relevance import describe
-from strived.store.library import spans_overlap
+from strived.store.exports import spans_overlap
 
 RRF_K = 60  # the paper's weighted RRF constant; contributions are w_s / (RRF_K + rank_s)
 SOURCES = ("rule", "dense", "bm25")
-SOURCE_TITLES = {"rule": "Rule", "dense": "Dense", "bm25": "BM25"}
+SOURCE_TITLES = {"rule": "Rule", "dense": "Dense", "bm25": "BM25", "signals": "Signals"}
 
 HitRole = Qt.ItemDataRole.UserRole + 1
 SortRole = Qt.ItemDataRole.UserRole + 2
@@ -92,6 +92,8 @@ def evidence_cell(ps: dict, source: str) -> str:
         return f"{float(ps['score']):.2f} · {pos}"
     if source == "dense" and ps.get("score") is not None:
         return f"cos {float(ps['score']):.2f} · {pos}"
+    if source == "signals" and ps.get("distance") is not None:
+        return f"dist {float(ps['distance']):.2f} · {pos}"
     return pos
 
 
@@ -266,6 +268,14 @@ class ResultsModel(QAbstractTableModel):
     def weights(self) -> dict:
         return dict(getattr(self.response, "weights", None) or {})
 
+    @property
+    def similar(self) -> bool:
+        """A "more like this" list (app/similar_panel.py): the Rule column shows the signals."""
+        return bool(self.match.get("similar"))
+
+    def column_source(self, c: int) -> str:
+        return "signals" if c == self.C_RULE and self.similar else SOURCES[c - self.C_RULE]
+
     # -- sorting: every column; ``#`` returns to the search's fused order
     def sort_key(self, h, column: int):
         """The key a column sorts ``h`` by, smaller first (evidence columns are negated, so the
@@ -286,9 +296,11 @@ class ResultsModel(QAbstractTableModel):
         if c == self.C_MARK:
             mk = self.marks.get(h.video_id)
             return None if mk is None else (0 if mk else 1)
-        ps = (h.per_source or {}).get(SOURCES[c - self.C_RULE]) or {}
+        ps = (h.per_source or {}).get(self.column_source(c)) or {}
         if not ps.get("rank") or ps.get("status") == "cannot evaluate":
             return None
+        if ps.get("distance") is not None:          # signals: the smaller the closer
+            return float(ps["distance"])
         if c == self.C_BM25 or ps.get("score") is None:
             return int(ps["rank"])
         return -float(ps["score"])
@@ -320,7 +332,12 @@ class ResultsModel(QAbstractTableModel):
     def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):
         if orientation == Qt.Orientation.Horizontal:
             if role == Qt.ItemDataRole.DisplayRole:
-                return self.COLUMNS[section]
+                return "Signals" if section == self.C_RULE and self.similar else self.COLUMNS[section]
+            if role == Qt.ItemDataRole.ToolTipRole and self.similar and section in (self.C_RULE, self.C_DENSE):
+                return ("Signals: the signal distance to the example (0 = the same values; the mean "
+                        "difference per compared value, in units of each signal's scale) · rank"
+                        if section == self.C_RULE else "Dense: cosine similarity of the moment's "
+                        "text to the example span's text · rank/number of videos it ranked")
             if role == Qt.ItemDataRole.ToolTipRole:
                 return {self.C_THUMB: "Rank in the search's fused order (the list's own order; click "
                                       "to return to it). Fusing the sources' ranks orders results "
@@ -396,7 +413,12 @@ class ResultsModel(QAbstractTableModel):
                 lines.append(f"scores at least as high as {100 * float(ps['percentile']):.0f}% of "
                              f"the {of} videos the rule judged")
         elif source == "dense" and ps.get("score") is not None:
-            lines.append(f"cosine similarity to the query {float(ps['score']):.2f}")
+            what = "the example span's text" if self.similar else "the query"
+            lines.append(f"cosine similarity to {what} {float(ps['score']):.2f}")
+        elif source == "signals" and ps.get("distance") is not None:
+            who = f"{ps.get('cls') or 'track'} #{ps['track']}" if ps.get("track") is not None else "the ego"
+            lines.append(f"signal distance {float(ps['distance']):.2f} (0 = the same values): {who}, "
+                         f"{ps.get('known_points')} values known in both compared")
         elif source == "bm25":
             if ps.get("score_vs_best") is not None:
                 lines.append(f"keyword score {100 * float(ps['score_vs_best']):.0f}% of the best "
@@ -431,7 +453,7 @@ class ResultsModel(QAbstractTableModel):
             if c == self.C_RELEVANCE:
                 return relevance_text(getattr(h, "relevance", None))
             if c in (self.C_RULE, self.C_DENSE, self.C_BM25):
-                return self.source_text(h, SOURCES[c - self.C_RULE])
+                return self.source_text(h, self.column_source(c))
             if c == self.C_EVENT:
                 return match_text(m)
             if c == self.C_MODE:
@@ -447,7 +469,7 @@ class ResultsModel(QAbstractTableModel):
             if c == self.C_FILE:
                 return h.path or f"{h.video_id} (records only, no video file)"
             if c in (self.C_RULE, self.C_DENSE, self.C_BM25):
-                return self.source_tip(h, SOURCES[c - self.C_RULE])
+                return self.source_tip(h, self.column_source(c))
             if c == self.C_RELEVANCE:
                 return relevance_tip(getattr(h, "relevance", None))
             if c == self.C_EXPORTED:

@@ -41,6 +41,8 @@ class SearchHit:
     # sequence rules: each step's unit, anchor and span, and each negation (strived.rules.sequence)
     steps: list[dict] | None = None
     absent: list[dict] | None = None
+    # an event across a file boundary of a drive: id, span in drive time, per-file parts (strived.drive_hits)
+    drive: dict | None = None
 
     def to_dict(self) -> dict:
         d = {"rank": self.rank, "video_id": self.video_id, "path": self.path, "score": self.score,
@@ -48,6 +50,8 @@ class SearchHit:
              "peak_track": self.peak_track, "relevance": self.relevance}
         if self.steps is not None:
             d["steps"], d["absent"] = self.steps, self.absent or []
+        if self.drive is not None:
+            d["drive"] = self.drive
         return d
 
 
@@ -762,11 +766,7 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
             per_source["rule"]["missing_fields"] = list(unjudged[vid])
         if vids_meta is None:
             ids = [v for v, _ in fused]
-            if len(ids) <= 500:
-                vids_meta = dict(library.conn.execute(
-                    f"SELECT id, path FROM videos WHERE id IN ({','.join('?' * len(ids))})", ids).fetchall())
-            else:
-                vids_meta = dict(library.conn.execute("SELECT id, path FROM videos").fetchall())
+            vids_meta = library.video_paths(ids if len(ids) <= 500 else None)
         rel = float(rel_model.predict(hit_features(per_source, k, match))[0]) if rel_model is not None else None
         hits.append(SearchHit(rank=k, video_id=vid, path=vids_meta.get(vid), score=float(sc),
                               span_s=span, per_source=per_source, peak_track=peak,
@@ -776,6 +776,9 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
         from .retrieval.relevance import rerank_by_relevance
 
         hits = rerank_by_relevance(hits)
+    from .drive_hits import merge_hits
+
+    hits = merge_hits(library, hits)      # an event across a file boundary of a drive: one hit
     timings["total"] = (time.perf_counter() - t_all) * 1e3
     return SearchResponse(query=query, hits=hits, rule=rule_obj.to_dict() if rule_obj else None,
                           match=match, weights=w_used, notices=notices, timings_ms=timings,

@@ -29,7 +29,7 @@ CSV_COLUMNS = ("rank", "video_id", "video_path", "start_s", "end_s", "start_fram
                "event_start_s", "event_end_s", "event_start_frame", "event_end_frame", "relevance",
                "fps", "score", "rule_score", "dense_score", "bm25_score", "rule_rank", "dense_rank",
                "bm25_rank", "event", "confidence", "mode", "relevant", "query", "library_version",
-               "index_version", "clip_path")
+               "index_version", "clip_path", "drive_id", "drive_start_s", "drive_end_s", "drive_parts")
 
 
 class ExportError(StrivedError):
@@ -72,6 +72,8 @@ def clip_rows(response, library=None, *, video_ids: Iterable[str] | None = None,
     when the hit has no span). ``relevance``: the calibrated probability that the video matches
     the query (None when not estimated); ``score``: the fused reciprocal-rank value, which orders
     the list but is no probability."""
+    from .drive_clips import row_fields
+
     keep = None if video_ids is None else list(video_ids)
     vers = library_versions(library)
     match = dict(_get(response, "match", None) or {})
@@ -82,10 +84,7 @@ def clip_rows(response, library=None, *, video_ids: Iterable[str] | None = None,
             continue
         info = {}
         if library is not None:
-            r = library.conn.execute("SELECT fps, n_frames, duration_s, path FROM videos WHERE id=?",
-                                     (vid,)).fetchone()
-            if r:
-                info = {"fps": r[0], "n_frames": r[1], "duration_s": r[2], "path": r[3]}
+            info = library.video_timing(vid) or {}
         fps = float(info.get("fps") or 0.0) or None
         n_frames = info.get("n_frames")
         span = _get(h, "span_s")
@@ -111,7 +110,7 @@ def clip_rows(response, library=None, *, video_ids: Iterable[str] | None = None,
                "event": match.get("event"), "confidence": match.get("confidence"),
                "mode": match.get("mode"), "peak_track": _get(h, "peak_track"),
                "relevant": None if marks is None else marks.get(vid),
-               "query": _get(response, "query"), **vers}
+               "query": _get(response, "query"), **vers, **row_fields(_get(h, "drive"))}
         rows.append(row)
     return rows
 
@@ -144,6 +143,10 @@ def pad_rows(rows: list[dict], lead_in_s: float, lead_out_s: float,
             if n_frames:
                 f0, f1 = max(0, min(f0, n_frames - 1)), max(0, min(f1, n_frames - 1))
             r["start_frame"], r["end_frame"] = f0, f1
+        if r.get("drive_parts"):
+            from .drive_clips import pad_parts
+
+            r["drive_parts"] = pad_parts(r["drive_parts"], lead_in_s, lead_out_s)
         out.append(r)
     return out
 
@@ -225,6 +228,8 @@ def to_csv(rows: list[dict]) -> str:
             ps = (r.get("per_source") or {}).get(s) or {}
             flat[f"{s}_score"] = ps.get("score")
             flat[f"{s}_rank"] = ps.get("rank")
+        if r.get("drive_parts"):        # an event across files: its per-file parts as JSON text
+            flat["drive_parts"] = json.dumps(r["drive_parts"], separators=(",", ":"))
         w.writerow({k: ("" if flat.get(k) is None else flat.get(k)) for k in CSV_COLUMNS})
     return buf.getvalue()
 
@@ -335,44 +340,66 @@ def cut_clip_reencode(src: str, dst: Path, f0: int, f1: int, cancel: CancelFn = 
                       on_frame: Callable[[int], None] | None = None) -> str:
     """Frames f0..f1 (inclusive, 0-based) of ``src`` re-encoded to ``dst`` (H.264 through PyAV,
     else what OpenCV can write: `strived.clipwriter`): frame-accurate."""
+    return cut_segments_reencode([(src, f0, f1)], dst, cancel, on_frame)
+
+
+def cut_segments_reencode(segments, dst: Path, cancel: CancelFn = None,
+                          on_frame: Callable[[int], None] | None = None) -> str:
+    """The frames f0..f1 of each ``(src, f0, f1)`` of ``segments``, in order, re-encoded into one
+    clip ``dst`` (as `cut_clip_reencode`): several make one clip over the files of a drive
+    (`strived.drive_clips`), whose frames must have one size."""
     import cv2
 
     from .clipwriter import open_writer
 
-    cap = cv2.VideoCapture(str(src))
-    if not cap.isOpened():
-        raise ExportError(f"cannot open {src} (missing or not a video)", str(src))
-    fps = cap.get(cv2.CAP_PROP_FPS) or 25.0
-    w, h = int(cap.get(cv2.CAP_PROP_FRAME_WIDTH)), int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT))
+    caps: list = []
+
+    def release_all():
+        for c in caps:
+            c.release()
+
+    for src, _a, _b in segments:
+        caps.append(cv2.VideoCapture(str(src)))
+        if not caps[-1].isOpened():
+            release_all()
+            raise ExportError(f"cannot open {src} (missing or not a video)", str(src))
+    fps = caps[0].get(cv2.CAP_PROP_FPS) or 25.0
+    sizes = [(int(c.get(cv2.CAP_PROP_FRAME_WIDTH)), int(c.get(cv2.CAP_PROP_FRAME_HEIGHT))) for c in caps]
+    (w, h), odd = sizes[0], next((k for k, wh in enumerate(sizes) if wh != sizes[0]), None)
+    if odd is not None:
+        release_all()
+        raise ExportError(f"cannot cut one clip across {segments[odd][0]}: its frames are {sizes[odd][0]}x"
+                          f"{sizes[odd][1]}, those of {segments[0][0]} {w}x{h}", str(segments[odd][0]))
     try:
         fd, tmp = fresh_tmp(dst)      # a random name of our own: never an entry planted there
         os.close(fd)
     except OSError as e:
-        cap.release()
+        release_all()
         raise _os_error(e, dst) from None
     try:
         writer = open_writer(tmp, fps, w, h)
     except OSError as e:
-        cap.release()
+        release_all()
         _unlink(tmp)
         raise _os_error(e, dst) from None
     try:
         if not writer.isOpened():
             raise ExportError(f"cannot write {dst} (is the folder writable?)", str(dst))
-        cap.set(cv2.CAP_PROP_POS_FRAMES, f0)
         written = 0
-        for k in range(f0, f1 + 1):
-            if cancel is not None and k % 10 == 0 and cancel():
-                raise Cancelled()
-            ok, frame = cap.read()
-            if not ok:
-                if k == f0:
-                    raise ExportError(f"{src}: cannot decode frame {f0}", str(src))
-                break
-            writer.write(frame)
-            written += 1
-            if on_frame:
-                on_frame(k - f0 + 1)
+        for cap, (src, f0, f1) in zip(caps, segments):
+            cap.set(cv2.CAP_PROP_POS_FRAMES, f0)
+            for k in range(f0, f1 + 1):
+                if cancel is not None and written % 10 == 0 and cancel():
+                    raise Cancelled()
+                ok, frame = cap.read()
+                if not ok:
+                    if k == f0:
+                        raise ExportError(f"{src}: cannot decode frame {f0}", str(src))
+                    break
+                writer.write(frame)
+                written += 1
+                if on_frame:
+                    on_frame(written)
         writer.release()
         if not tmp.exists() or tmp.stat().st_size == 0:
             raise ExportError(f"the encoder wrote nothing for {dst} (disk full?)", str(dst))
@@ -389,7 +416,7 @@ def cut_clip_reencode(src: str, dst: Path, f0: int, f1: int, cancel: CancelFn = 
         _unlink(tmp)
         raise
     finally:
-        cap.release()
+        release_all()
     return str(dst)
 
 
@@ -475,30 +502,44 @@ def export_results(rows: list[dict], out_dir: str | os.PathLike, *,
         clip_dir = target("clips")
         _check_writable(clip_dir)
         clip_names: set[str] = set()
-        total = sum(max(1, (r["end_frame"] or 0) - (r["start_frame"] or 0) + 1) for r in rows)
+        from .drive_clips import n_frames
+
+        total = sum(n_frames(r["drive_parts"]) if r.get("drive_parts") else
+                    max(1, (r["end_frame"] or 0) - (r["start_frame"] or 0) + 1) for r in rows)
         done = 0
         for r in rows:
             check_cancel(cancel)
             src = r.get("video_path")
-            if not src or not os.path.exists(src):
+            across = r.get("drive_parts")       # an event across files of a drive: each file is needed
+            if not all(s and os.path.exists(s) for s in ([p.get("video_path") for p in across] if across else [src])):
                 rep.skipped.append((r["video_id"], "no video file (records only, or moved)"))
                 continue
-            name = unique_filename(f"{r['rank']:03d}_{safe_filename(r['video_id'], 'video', 80)}_"
-                                   f"{r['start_s']:.1f}-{r['end_s']:.1f}s.mp4", clip_names)
-            dst = target("clips", name)
+            if across and any(p.get("start_frame") is None for p in across):
+                rep.skipped.append((r["video_id"], "unknown fps: cannot cut by frame"))
+                continue
+            if across:       # an event across files of a drive: named by its drive span
+                name = f"{r['rank']:03d}_{safe_filename(across[0]['video_id'], 'video', 80)}_drive_" \
+                       f"{r['drive_start_s']:.1f}-{r['drive_end_s']:.1f}s.mp4"
+            else:
+                name = f"{r['rank']:03d}_{safe_filename(r['video_id'], 'video', 80)}_" \
+                       f"{r['start_s']:.1f}-{r['end_s']:.1f}s.mp4"
+            dst = target("clips", unique_filename(name, clip_names))
             base = done
 
             def on_frame(k, base=base, vid=r["video_id"]):
                 report(progress, "clips", base + k, total, item=vid)
 
-            if clips == "reencode":
+            if across:       # one clip over the boundary, re-encoded (`strived.drive_clips`)
+                path = cut_segments_reencode([(p["video_path"], p["start_frame"], p["end_frame"]) for p in across],
+                                             dst, cancel, on_frame)
+            elif clips == "reencode":
                 if r.get("start_frame") is None:
                     rep.skipped.append((r["video_id"], "unknown fps: cannot cut by frame"))
                     continue
                 path = cut_clip_reencode(src, dst, r["start_frame"], r["end_frame"], cancel, on_frame)
             else:
                 path = cut_clip_copy(src, dst, r["start_s"], r["end_s"])
-            done += max(1, (r["end_frame"] or 0) - (r["start_frame"] or 0) + 1)
+            done += n_frames(across) if across else max(1, (r["end_frame"] or 0) - (r["start_frame"] or 0) + 1)
             report(progress, "clips", done, total, item=r["video_id"])
             r["clip_path"] = path
             rep.clips.append(path)

@@ -136,6 +136,10 @@ def run(args) -> int:
             if note:
                 print(f"note: {note}", file=sys.stderr)
         text_s = time.perf_counter() - t_text
+        if not rep.cancelled and len(lib):
+            from ..drives import refresh as refresh_drives
+
+            refresh_drives(lib)        # consecutive files of one camera -> drives (`strived drives`)
         if args.stats_json:
             _write_stats(args.stats_json, rep, text_s, note)
     except KeyboardInterrupt:

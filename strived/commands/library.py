@@ -85,6 +85,9 @@ def cmd_import(args) -> int:
         lib.ensure_writable()  # read-only or damaged: a clear error, nothing written
         n = lib.add_videos(recs)
         print(f"imported {n} videos into {lib.folder} ({len(lib)} in the library)")
+        from ..drives import refresh as refresh_drives
+
+        refresh_drives(lib)        # consecutive files of one camera -> drives (`strived drives`)
         if not args.no_text_index:
             from ..engine import build_text_index
 

@@ -183,6 +183,9 @@ def cmd_search(args) -> int:
         span = f"{h.span_s[0]:6.1f}-{h.span_s[1]:5.1f}s" if h.span_s else " " * 13
         rel = f"{h.relevance:9.0%}" if h.relevance is not None else f"{'-':>9}"
         print(f"{h.rank:3d}. {rel}  {span}  {h.video_id:<32} {evidence_text(h.per_source)}")
+        if h.drive:      # one event across files of a drive (strived.drive_hits)
+            print(f"       across files of {h.drive['id']}: {h.drive['span_s'][0]:.1f}-{h.drive['span_s'][1]:.1f} s "
+                  "drive time = " + " + ".join(f"{p['video_id']} {p['t0']:.1f}-{p['t1']:.1f}s" for p in h.drive["parts"]))
         for g in gates.get(h.video_id, []):
             print(f"       gate {_gate_line(g)}")
         if args.explain and h.steps:  # a sequence rule: which unit realised each step, and when

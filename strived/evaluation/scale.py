@@ -23,7 +23,6 @@ import hashlib
 import json
 import os
 import shutil
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,9 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
+
+from ..store.embeddings import EmbeddingFile
+from ..store.texts import count_segments_at
 
 KEYS = ("videos", "build_s", "disk_mb", "open_ms", "rss_mb", "search_p50_ms", "search_p95_ms",
         "rule_warm_ms", "first_new_window_ms", "dense_ms", "dense_recall_at_10", "bm25_ms",
@@ -75,8 +77,7 @@ class CachedTextEmbedder:
     def __init__(self, inner, cache_file: Path):
         self.inner = inner
         self.name, self.version, self.dim, self.kind = inner.name, inner.version, inner.dim, inner.kind
-        self.db = sqlite3.connect(str(cache_file))
-        self.db.execute("CREATE TABLE IF NOT EXISTS emb(key TEXT PRIMARY KEY, vec BLOB)")
+        self.file = EmbeddingFile(cache_file)
         self.tag = f"{inner.name}|{inner.version}|"
         self.embedded = self.reused = 0
 
@@ -85,13 +86,7 @@ class CachedTextEmbedder:
 
     def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
         keys = [hashlib.sha1((self.tag + t).encode()).hexdigest() for t in texts]
-        have: dict[str, np.ndarray] = {}
-        uniq = list(dict.fromkeys(keys))
-        for i in range(0, len(uniq), 900):
-            part = uniq[i:i + 900]
-            for k, b in self.db.execute(f"SELECT key, vec FROM emb WHERE key IN ({','.join('?' * len(part))})",
-                                        part):
-                have[k] = np.frombuffer(b, np.float32)
+        have = self.file.vectors(list(dict.fromkeys(keys)))
         need = {}
         for k, t in zip(keys, texts):
             if k not in have and k not in need:
@@ -102,8 +97,7 @@ class CachedTextEmbedder:
             for k, v in zip(need, vecs):
                 have[k] = np.asarray(v, np.float32)
                 rows.append((k, have[k].tobytes()))
-            with self.db:
-                self.db.executemany("INSERT OR REPLACE INTO emb VALUES (?,?)", rows)
+            self.file.put(rows)
         self.embedded += len(need)
         self.reused += len(texts) - len(need)
         return np.stack([have[k] for k in keys]) if keys else np.zeros((0, self.dim), np.float32)
@@ -114,11 +108,8 @@ class CachedTextEmbedder:
     def missing(self, texts: Sequence[str]) -> list[str]:
         """The distinct texts of ``texts`` that the cache does not hold."""
         by_key = {hashlib.sha1((self.tag + t).encode()).hexdigest(): t for t in texts}
-        keys = list(by_key)
-        for i in range(0, len(keys), 900):
-            part = keys[i:i + 900]
-            for (k,) in self.db.execute(f"SELECT key FROM emb WHERE key IN ({','.join('?' * len(part))})", part):
-                by_key.pop(k, None)
+        for k in self.file.held(list(by_key)):
+            by_key.pop(k, None)
         return list(by_key.values())
 
 
@@ -208,11 +199,7 @@ def build(cache_root: Path, n: int, echo: Echo = print, *, threads: int | None =
 
 
 def _finish(folder: Path, st: dict) -> dict:
-    import sqlite3 as _sq
-
-    c = _sq.connect(f"file:{folder / 'library.sqlite'}?mode=ro", uri=True)
-    n_seg = c.execute("SELECT COUNT(*) FROM segments").fetchone()[0]
-    c.close()
+    n_seg = count_segments_at(folder)
     stages = st["stages"]
     n = st["videos"]
     info = {"videos": n, "version": BUILD_VERSION,
@@ -313,7 +300,7 @@ def _stage_embed(lib, cache_root: Path, st: dict, checkpoint, echo: Echo, thread
 
     inner = get_default_embedder()
     emb = CachedTextEmbedder(inner, cache_root / "embeddings.sqlite")
-    texts = [r[0] for r in lib.conn.execute("SELECT DISTINCT text FROM segments")]
+    texts = lib.distinct_segment_texts()
     todo = emb.missing(texts)
     todo.sort(key=lambda t: (len(t), t))
     echo(f"  embedding: {len(texts):,} distinct segment texts, {len(todo):,} not in the cache")
@@ -466,8 +453,7 @@ def measure(folder: Path, echo: Echo = print) -> dict:
         dense.append((time.perf_counter() - t0) * 1e3)
     idx = S.open_dense_index(lib)
     emb = S.library_embedder(lib)
-    probes = list(QUERIES) + [r[0] for r in lib.conn.execute(
-        "SELECT text FROM segments ORDER BY (rowid * 2654435761) % 1000003 LIMIT 90")]
+    probes = list(QUERIES) + lib.sample_segment_texts(90)
     recall = []
     for q in probes:
         v = S._query_vector(emb, q)

@@ -23,11 +23,9 @@ from pathlib import Path
 
 from ..errors import LibraryCorruptError, LibraryError, LibraryLockedError, LibraryVersionError
 from ..store.library import DB_NAME, Library
-from ..store.schema import VIDEO_CHILD_TABLES
+from ..store.upkeep import ORPHAN_TABLES
 from .footage import MissingVideo, missing_videos
 from .salvage import salvage
-
-_ORPHAN_TABLES = tuple(VIDEO_CHILD_TABLES) + ("captions", "files")
 
 
 @dataclass
@@ -122,10 +120,6 @@ class CheckReport:
         return out
 
 
-def _count(conn, sql: str, args=()) -> int:
-    return int(conn.execute(sql, args).fetchone()[0])
-
-
 def check_library(folder: str | os.PathLike, *, repair: bool = False, salvage_to: str | None = None,
                   text_index: bool = True) -> CheckReport:
     """Check the library in ``folder`` (see the module docstring). ``repair`` fixes an intact
@@ -174,27 +168,19 @@ def check_library(folder: str | os.PathLike, *, repair: bool = False, salvage_to
 
 
 def _check_rows(lib, rep: CheckReport) -> None:
-    c = lib.conn
     rep.videos = len(lib)
-    for t in _ORPHAN_TABLES:
-        rep.orphans[t] = _count(c, f"SELECT COUNT(*) FROM {t} WHERE video_id NOT IN (SELECT id FROM videos)"
-                                + (" AND status='done'" if t == "files" else ""))
-    rep.track_count_mismatch = [r[0] for r in c.execute(
-        "SELECT v.id FROM videos v LEFT JOIN (SELECT video_id, COUNT(*) AS n FROM tracks GROUP BY video_id) t "
-        "ON t.video_id = v.id WHERE COALESCE(t.n, 0) != v.n_tracks ORDER BY v.id")]
+    rep.orphans.update(lib.orphan_counts())
+    rep.track_count_mismatch = lib.track_count_mismatches()
     rep.missing_files = missing_videos(lib)
-    rep.interrupted = _count(c, "SELECT COUNT(*) FROM files WHERE status='running'")
-    rep.failed_files = _count(c, "SELECT COUNT(*) FROM files WHERE status='failed'")
+    rep.interrupted = lib.count_files("running")
+    rep.failed_files = lib.count_files("failed")
 
 
 def _check_texts(lib, rep: CheckReport) -> None:
     from ..retrieval.dense import DenseIndexCorrupt, DenseIndexMismatch, verify_index_files
 
-    c = lib.conn
-    rep.texts_missing = _count(c, "SELECT COUNT(*) FROM videos v LEFT JOIN summaries s ON s.video_id = v.id "
-                                  "WHERE s.video_id IS NULL")
-    rep.texts_stale = _count(c, "SELECT COUNT(*) FROM videos v JOIN summaries s ON s.video_id = v.id "
-                                "WHERE s.rev IS NOT v.rev")
+    rep.texts_missing = lib.count_texts_missing()
+    rep.texts_stale = lib.count_texts_stale()
     dense_dir = lib.folder / "dense"
     rep.dense_foreign, rep.dense_problems = None, []
     try:
@@ -221,7 +207,7 @@ def _check_texts(lib, rep: CheckReport) -> None:
     except Exception as e:  # noqa: BLE001  (no embedder installed: the files can still be checked)
         rep.dense = f"not checked against the library ({type(e).__name__}: {e})"
         return
-    stamps = dict(c.execute("SELECT video_id, updated_at FROM summaries"))
+    stamps = lib.summary_stamps()
     every = idx.meta.get("kind") == "text-of-perception"
     rep.dense_lagging = sum(1 for v, st in stamps.items() if idx.stamps.get(v) != st and (every or v in idx.stamps))
     rep.dense_orphans = sum(1 for v in idx.stamps if v not in stamps)
@@ -237,19 +223,13 @@ def _repair(lib, rep: CheckReport, text_index: bool) -> None:
     if lib.readonly:
         rep.advice.append(f"cannot repair: {lib.readonly_reason}")
         return
-    c = lib.conn
     if any(rep.orphans.values()):
-        with lib.transaction():
-            for t in _ORPHAN_TABLES:
-                if rep.orphans.get(t):
-                    c.execute(f"DELETE FROM {t} WHERE video_id NOT IN (SELECT id FROM videos)"
-                              + (" AND status='done'" if t == "files" else ""))
+        lib.delete_orphans([t for t in ORPHAN_TABLES if rep.orphans.get(t)])
         rep.repaired.append("deleted " + ", ".join(f"{n} {t}" for t, n in rep.orphans.items() if n)
                             + " rows that belonged to no video")
         rep.orphans = {t: 0 for t in rep.orphans}
     if rep.track_count_mismatch:
-        with lib.transaction():
-            c.execute("UPDATE videos SET n_tracks = (SELECT COUNT(*) FROM tracks WHERE video_id = videos.id)")
+        lib.recount_tracks()
         rep.repaired.append(f"recounted the tracks of {len(rep.track_count_mismatch)} videos")
         rep.track_count_mismatch = []
     need_texts = rep.texts_missing or rep.texts_stale or rep.dense_lagging or rep.dense_orphans \

@@ -47,8 +47,7 @@ def missing_videos(lib) -> list[MissingVideo]:
     """Videos whose recorded file no longer exists (records-only videos, without a path, are
     not missing: they never had a file here)."""
     out = []
-    for vid, path in lib.conn.execute("SELECT id, path FROM videos WHERE path IS NOT NULL AND path != '' "
-                                      "ORDER BY id"):
+    for vid, path in lib.recorded_paths(skip_empty=True):
         if not os.path.exists(path):
             out.append(MissingVideo(vid, path))
     return out
@@ -64,9 +63,7 @@ def _under(path: str, prefix: str) -> str | None:
 
 def _same_content(lib, vid: str, new_path: str) -> bool | None:
     """True/False when the library has a content hash of the video's file to compare with."""
-
-    row = lib.conn.execute("SELECT size, hash FROM files WHERE video_id=? AND hash IS NOT NULL",
-                           (vid,)).fetchone()
+    row = lib.file_hash_of(vid)
     if row is None:
         return None
     try:
@@ -85,7 +82,7 @@ def relink(lib, old: str | os.PathLike, new: str | os.PathLike, *, verify: bool 
     if os.path.exists(new_s):
         new_s = str(Path(new_s).resolve())
     rep = RelinkReport()
-    known = lib.conn.execute("SELECT id, path FROM videos WHERE path IS NOT NULL ORDER BY id").fetchall()
+    known = lib.recorded_paths(skip_empty=False)
     for vid, path in known:
         rel = _under(path, old_s)
         if rel is None:
@@ -119,8 +116,7 @@ def find_moved(lib, folder: str | os.PathLike) -> RelinkReport:
     rep = RelinkReport()
     gone: dict[tuple[int, str], tuple[str, str]] = {}
     for m in missing_videos(lib):
-        row = lib.conn.execute("SELECT size, hash FROM files WHERE video_id=? AND hash IS NOT NULL",
-                               (m.video_id,)).fetchone()
+        row = lib.file_hash_of(m.video_id)
         if row is None:
             rep.not_relinked.append((m.video_id, m.path, "no content hash recorded (imported records)"))
         else:
@@ -155,7 +151,7 @@ def remove_videos(lib, video_ids) -> list[str]:
     done = []
     with lib.transaction():
         for vid in dict.fromkeys(video_ids):
-            if lib.has_video(vid) or lib.conn.execute("SELECT 1 FROM files WHERE video_id=?", (vid,)).fetchone():
+            if lib.has_video(vid) or lib.has_file_row(vid):
                 lib.remove_video(vid)
                 done.append(vid)
     return done

@@ -85,12 +85,21 @@ def overlay_layout(attrs: dict | None) -> str | None:
     return f"{strip or '?'} {b.get('unit') or '?'}"
 
 
+def _is_file(path) -> bool:
+    """Whether ``path`` is a file; False for a name the file system cannot hold (too long, a
+    stored id that was never a path), which ``Path.is_file`` raises on."""
+    try:
+        return Path(str(path)).is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def signature(path: str | Path, width: int | None, height: int | None, fps: float | None,
               codec: str | None, attrs: dict | None = None, tags: dict | None = None) -> dict:
     """{"key": group key, "evidence": {...}} of one video. ``tags``: `container_tags` when already
     read (else read from ``path`` when the file is there)."""
     if tags is None:
-        tags = container_tags(path) if path and Path(str(path)).is_file() else {}
+        tags = container_tags(path) if path and _is_file(path) else {}
     ev: dict = {"size": f"{int(width or 0)}x{int(height or 0)}" if width and height else "unknown",
                 "fps": round(float(fps), 1) if fps and fps > 0 else None,
                 "codec": (codec or "").lower() or None,

@@ -64,7 +64,7 @@ def caption_videos(library, llm, *, frames: int = 4, overwrite: bool = False, pr
     from ..errors import StrivedError
 
     rep = CaptionReport()
-    have = dict(library.conn.execute("SELECT video_id, source FROM captions"))
+    have = library.caption_sources()
     videos = library.list_videos()
     for k, v in enumerate(videos):
         check_cancel(cancel)
@@ -90,9 +90,7 @@ def caption_videos(library, llm, *, frames: int = 4, overwrite: bool = False, pr
         if not text:
             rep.failed[vid] = "empty caption"
             continue
-        with library.transaction():
-            library.conn.execute("INSERT OR REPLACE INTO captions(video_id, text, source) VALUES (?,?,?)",
-                                 (vid, text, f"vlm:{llm.model}"))
+        library.put_captions([(vid, text, f"vlm:{llm.model}")])
         rep.captioned.append(vid)
     report(progress, "captions", len(videos), len(videos))
     return rep

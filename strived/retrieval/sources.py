@@ -160,8 +160,7 @@ def ensure_text_index(library, embedder=None, progress: ProgressFn = None, cance
     except DenseIndexCorrupt as e:  # a damaged index is rebuilt from the library, never extended
         rep.dense_rebuilt = e.reason
         idx = open_dense_index(library, embedder, rebuild=True)
-    conn = library.conn
-    stamps = dict(conn.execute("SELECT video_id, updated_at FROM summaries"))
+    stamps = library.summary_stamps()
     for vid in [v for v in list(idx.stamps) if v not in stamps]:
         idx.remove(vid)
         rep.dense_removed += 1
@@ -187,8 +186,7 @@ def ensure_text_index(library, embedder=None, progress: ProgressFn = None, cance
             batch, n_seg = [], 0
             while i < total and (not batch or n_seg < _EMBED_BATCH_SEGMENTS):
                 vid = todo[i]
-                segs = conn.execute("SELECT seg, t0, t1, text FROM segments WHERE video_id=? "
-                                    "ORDER BY seg", (vid,)).fetchall()
+                segs = library.segments_of(vid)
                 batch.append((vid, segs))
                 n_seg += len(segs)
                 i += 1
@@ -232,7 +230,7 @@ def _texts_fingerprint(library) -> tuple:
     videos."""
     conn = library.conn
     try:
-        stamp = (conn.total_changes, conn.execute("PRAGMA data_version").fetchone()[0])
+        stamp = library.change_stamp()
     except Exception:  # noqa: BLE001  (a closed or foreign connection: no shortcut)
         return texts_fingerprint(library)
     key = id(conn)
@@ -261,8 +259,8 @@ def _bm25_disk_key(library) -> dict:
 
     from . import tokenize as tok
 
-    n, newest = library.conn.execute("SELECT COUNT(*), MAX(updated_at) FROM summaries").fetchone()
-    last_row = library.conn.execute("SELECT MAX(rowid) FROM summaries").fetchone()[0]
+    n, newest = library.summaries_state()
+    last_row = library.last_summary_row()
     global _tokenizer_hash
     if _tokenizer_hash is None:
         _tokenizer_hash = hashlib.blake2b((inspect.getsource(tok.tokenize) + " ".join(sorted(tok.STOP_WORDS)))
@@ -318,7 +316,7 @@ def save_bm25_index(library, backend: str = DEFAULT_BACKEND) -> bool:
     """Build and save the BM25 index of the library's summaries unless the saved one is current
     (called at index time, so that a new process's first search only loads it). Returns True
     when it was (re)built; False when it was current or there are no summaries."""
-    if backend != "bm25s" or not library.conn.execute("SELECT 1 FROM summaries LIMIT 1").fetchone():
+    if backend != "bm25s" or not library.has_summaries():
         return False
     disk_key = _bm25_disk_key(library)
     try:
@@ -423,7 +421,6 @@ def text_index_notice(library, sources=("dense", "bm25")) -> str | None:
     if damaged:
         lag = text_index_notice(library, sources)
         return damaged if lag is None else f"{damaged}; {lag}"
-    conn = library.conn
     key = (str(library.folder), library.content_version, _texts_fingerprint(library)[1:],
            index_stamp(library.folder / "dense"), tuple(sources))
     with _lock:
@@ -431,9 +428,7 @@ def text_index_notice(library, sources=("dense", "bm25")) -> str | None:
             return _stale_cache[key]
     n_videos = len(library)
     # videos whose summary is missing or older than their records (BM25 and dense both lag there)
-    stale_text = {r[0] for r in conn.execute(
-        "SELECT v.id FROM videos v LEFT JOIN summaries s ON s.video_id = v.id "
-        "WHERE s.video_id IS NULL OR s.rev IS NOT v.rev")}
+    stale_text = library.text_stale_ids()
     lagging: dict[str, int] = {}
     if "bm25" in sources:
         lagging["BM25"] = len(stale_text)
@@ -445,7 +440,7 @@ def text_index_notice(library, sources=("dense", "bm25")) -> str | None:
         if idx is not None and len(idx):
             # a vision-language embedder skips videos it cannot read: only re-embeds count there
             every = idx.meta.get("kind") == "text-of-perception"
-            lag = {v for v, st in conn.execute("SELECT video_id, updated_at FROM summaries")
+            lag = {v for v, st in library.summary_stamps().items()
                    if idx.stamps.get(v) != st and (every or v in idx.stamps)}
             lag |= stale_text if every else (stale_text & set(idx.stamps))
             lagging["dense"] = len(lag)

@@ -87,9 +87,7 @@ def import_captions_csv(library, csv_path: str | os.PathLike) -> int:
                     rows.append((vid, text[:CAPTION_MAX_CHARS], f"csv:{path.name}"))
     except (OSError, UnicodeDecodeError) as e:
         raise StrivedError(f"cannot read captions CSV {path}: {e}") from None
-    with library.transaction():
-        library.conn.executemany("INSERT OR REPLACE INTO captions(video_id, text, source) "
-                                 "VALUES (?,?,?)", rows)
+    library.put_captions(rows)
     return len(rows)
 
 
@@ -117,10 +115,8 @@ def summary_and_segments(rec, caption: str | None = None, segment_s: float = SEG
 
 
 def _stale_ids(library, captions: dict[str, str], force: bool) -> list[str]:
-    conn = library.conn
-    added = dict(conn.execute("SELECT id, rev FROM videos"))
-    have = {r[0]: (r[1], r[2], r[3]) for r in
-            conn.execute("SELECT video_id, text, source, rev FROM summaries")}
+    added = library.video_revs()
+    have = library.summary_states()
     state = library.meta_get(META_KEY, {}) or {}
     if state.get("generator_version") != GENERATOR_VERSION:
         force = True
@@ -147,9 +143,8 @@ def build_texts(library, progress: ProgressFn = None, cancel: CancelFn = None, *
     Sidecar captions found next to video files are stored in ``captions`` first. Progress stage
     ``"texts"`` counts videos; cancel is checked every batch (already written batches stay).
     """
-    conn = library.conn
     videos = {v["id"]: v for v in library.list_videos()}
-    captions = dict(conn.execute("SELECT video_id, text FROM captions"))
+    captions = library.captions()
     sidecars = []
     for vid, v in videos.items():
         cap = sidecar_caption(v.get("path"), library.folder)
@@ -157,9 +152,7 @@ def build_texts(library, progress: ProgressFn = None, cancel: CancelFn = None, *
             sidecars.append((vid, cap, "sidecar"))
             captions[vid] = cap
     if sidecars:
-        with library.transaction():
-            conn.executemany("INSERT OR REPLACE INTO captions(video_id, text, source) VALUES (?,?,?)",
-                             sidecars)
+        library.put_captions(sidecars)
     todo = _stale_ids(library, captions, force)
     skipped = _oversized(library)
     todo = [v for v in todo if v not in skipped]
@@ -170,20 +163,14 @@ def build_texts(library, progress: ProgressFn = None, cancel: CancelFn = None, *
         batch = todo[start:start + _BATCH]
         rows_sum, rows_seg = [], []
         now = _now()
-        revs = dict(conn.execute(f"SELECT id, rev FROM videos WHERE id IN ({','.join('?' * len(batch))})",
-                                 batch))
+        revs = library.video_revs(batch)
         for vid in batch:
             check_cancel(cancel)
             rec = library.get_video(vid)
             text, source, segs = summary_and_segments(rec, captions.get(vid), segment_s)
             rows_sum.append((vid, text, source, now, revs.get(vid)))
             rows_seg.extend((vid, k, t0, t1, st) for k, t0, t1, st in segs)
-        with library.transaction():
-            conn.executemany("DELETE FROM segments WHERE video_id=?", [(v,) for v in batch])
-            conn.executemany("INSERT OR REPLACE INTO summaries(video_id, text, source, updated_at, rev) "
-                             "VALUES (?,?,?,?,?)", rows_sum)
-            conn.executemany("INSERT INTO segments(video_id, seg, t0, t1, text) VALUES (?,?,?,?,?)",
-                             rows_seg)
+        library.write_texts(batch, rows_sum, rows_seg)
         report(progress, "texts", min(total, start + len(batch)), total, item=batch[-1])
     # Summaries of removed videos go with them (VIDEO_CHILD_TABLES); nothing else to clean.
     library.meta_set(META_KEY, {"generator_version": GENERATOR_VERSION, "segment_s": segment_s,
@@ -200,16 +187,16 @@ def _oversized(library) -> dict[str, str]:
     cap = max_tracks()
     return {vid: (f"video {vid!r} has {n} tracks, over the limit of {cap} (set {TRACKS_ENV} to raise it): "
                   f"it gets no search texts; remove it with `strived remove {vid}`")
-            for vid, n in library.conn.execute("SELECT id, n_tracks FROM videos WHERE n_tracks > ?", (cap,))}
+            for vid, n in library.track_counts_over(cap)}
 
 
 def load_summaries(library) -> tuple[list[str], list[str]]:
     """(video_ids, texts) of all summaries, ordered by video id."""
-    rows = library.conn.execute("SELECT video_id, text FROM summaries ORDER BY video_id").fetchall()
+    rows = library.summary_texts()
     return [r[0] for r in rows], [r[1] for r in rows]
 
 
 def texts_fingerprint(library) -> tuple:
     """Changes whenever any summary changes (used to key in-memory BM25 indexes)."""
-    row = library.conn.execute("SELECT COUNT(*), MAX(updated_at) FROM summaries").fetchone()
+    row = library.summaries_state()
     return (str(library.folder), int(row[0]), row[1])

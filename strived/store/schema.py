@@ -6,6 +6,7 @@ size of a row per object-frame. Bump SCHEMA_VERSION with every change and add a 
 
 from __future__ import annotations
 
+DB_NAME = "library.sqlite"    # the database file in a library folder
 SCHEMA_VERSION = 3
 
 # In-place upgrades: MIGRATIONS[v] lists the (table, column, type) additions that take a version-v

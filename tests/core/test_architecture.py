@@ -130,3 +130,69 @@ def test_no_import_cycles_even_through_imports_inside_functions():
     """Issue 35: zero import cycles among the project's modules, imports inside functions
     included (they only hide a cycle from the import system, not from the reader)."""
     assert _cycles(_project_import_graph()) == []
+
+
+# -- issue 35: the store owns every SQL statement
+_SQL_START = ("SELECT", "INSERT", "UPDATE", "DELETE", "CREATE", "PRAGMA")
+_EXECUTE = ("execute", "executemany", "executescript")
+# TODO(issue 35): strived/indexing/ moves its statements into the store (another change); then
+# only strived/store/ may hold SQL. strived/llm/cache.py is the LLM answer cache's own SQLite file
+# (not the library): the store cannot hold it while the retrieval layer (its router uses the LLM
+# client) may not import the store (pyproject.toml, the layers contract).
+_SQL_HOMES = ("strived/store/", "strived/indexing/", "strived/llm/cache.py")
+
+
+def _sql_statements(source: str) -> list[tuple[int, str]]:
+    """(line, text) of the SQL in ``source``: a string literal (plain or f-string) passed to an
+    ``.execute``/``.executemany``/``.executescript`` call, or one that starts with an SQL verb in
+    capitals (a statement built before it is run). Docstrings and UI text ("Select a folder") are
+    not SQL."""
+    import ast
+
+    tree = ast.parse(source)
+    found: dict[int, tuple[int, str]] = {}
+
+    def text(node) -> str | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.JoinedStr):
+            return "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+        return None
+
+    parts = {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values}
+    for node in ast.walk(tree):
+        if id(node) in parts:       # a piece of an f-string: the f-string is judged whole
+            continue
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _EXECUTE:
+            for arg in node.args[:1]:
+                s = text(arg)
+                if s is not None:
+                    found[id(arg)] = (arg.lineno, s)
+        s = text(node)
+        if s is not None and s.lstrip().split(" ", 1)[0].rstrip("(") in _SQL_START:
+            found.setdefault(id(node), (node.lineno, s))
+    return sorted(found.values())
+
+
+def test_the_sql_finder_finds_statements_not_ui_text():
+    code = ('c.execute("SELECT 1")\n'
+            'db.executemany(f"INSERT INTO {t} VALUES (?)", rows)\n'
+            'sql = "DELETE FROM marks WHERE query=?"\n'
+            'conn.executescript("vacuum")\n'
+            'label = "Select a folder"\n'
+            'tip = "Update the index: select videos to delete"\n'
+            'pool.submit(work, "SELECTED")\n')
+    assert [n for n, _ in _sql_statements(code)] == [1, 2, 3, 4]
+
+
+def test_only_the_store_holds_sql_statements():
+    """Issue 35: every SQL statement lives in ``strived/store/`` (behind `Library` and the store's
+    modules): no other module of the engine or the app builds or runs one."""
+    bad = []
+    for pkg in ("strived", "app"):
+        for p in sorted((REPO / pkg).rglob("*.py")):
+            rel = p.relative_to(REPO).as_posix()
+            if rel.startswith(_SQL_HOMES):
+                continue
+            bad += [f"{rel}:{line}: {s[:60]!r}" for line, s in _sql_statements(p.read_text(encoding="utf-8"))]
+    assert bad == [], "SQL outside strived/store/:\n" + "\n".join(bad)

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from strived.evaluation.synth import make_video
-from strived.store.library import Library, spans_overlap
+from strived.store.exports import spans_overlap
+from strived.store.library import Library
 
 LEGACY = {"v000001": [{"at": "2025-01-02 10:00", "folder": "/out/a", "clip": "/out/a/c1.mp4",
                        "start_s": 2.0, "end_s": 6.5, "query": "cut in"},

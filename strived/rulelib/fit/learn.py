@@ -85,7 +85,7 @@ def event_marks(library, event: str, profile: str | None = None) -> tuple[list[d
     that resolved to the event, on videos still in the library, of one calibration profile
     (``profile``, or the one most marked videos have)."""
     prof = library.video_profiles()
-    rows = [(q, v, r) for q, v, r, ev in mark_rows(library.conn) if ev == event]
+    rows = [(q, v, r) for q, v, r, ev in mark_rows(library) if ev == event]
     notes = []
     gone = sorted({v for _q, v, _r in rows if v not in prof})
     if gone:

@@ -145,27 +145,26 @@ def load_label_file(path: str | Path, videos: list[str] | None = None) -> WeakLa
     return WeakLabels(universe, pos, ign, neg, [f"labels:{p.name}"])
 
 
-def marks_from_library(db, videos: list[str], matcher=None) -> WeakLabels:
+def marks_from_library(library, videos: list[str], matcher=None) -> WeakLabels:
     """The app's relevance marks as labels. A mark without an event is mapped with the matcher.
 
-    ``db`` is a sqlite3 connection with the ``marks(query, video_id, relevant, event, ...)`` table.
+    ``library``: a `strived.store.Library` (its ``marks``: query, video, relevant, event).
     A relevant mark is a positive; a not-relevant mark an explicit negative (it overrides weaker
     sources in `WeakLabels.merge`).
     """
     pos, neg = {}, {}
-    for _query, vid, relevant, ev in mark_rows(db, matcher):
+    for _query, vid, relevant, ev in mark_rows(library, matcher):
         (pos if relevant else neg).setdefault(ev, set()).add(vid)
     return WeakLabels(list(videos), pos, {}, neg, ["marks"])
 
 
-def mark_rows(db, matcher=None) -> list[tuple[str, str, bool, str]]:
+def mark_rows(library, matcher=None) -> list[tuple[str, str, bool, str]]:
     """(query, video id, relevant, library event) of every stored mark whose query concerns a
     library event: the event recorded with the mark, else the offline matcher's for the query."""
     if matcher is None:
         from ..matcher import match_offline as matcher
     out, seen = [], {}
-    for query, vid, relevant, event in db.execute(
-            "SELECT query, video_id, relevant, event FROM marks ORDER BY created_at, query, video_id"):
+    for query, vid, relevant, event in library.marks_in_order():
         if event not in EVENT_KEYS:
             if query not in seen:
                 seen[query] = matcher(query).event
