@@ -48,6 +48,7 @@ from .player import PlayerWidget
 from .results import ResultsModel
 from .rule_editor import RuleEditor
 from .settings import AppSettings, SettingsDialog, load_rule_library
+from .similar_panel import SimilarPanel
 from .timeline import TimelineWidget
 from .welcome import WelcomeDialog, show_welcome_at_start
 from .window_inspect import InspectControl, gate_witness_text  # noqa: F401  (tests import it here)
@@ -482,6 +483,8 @@ class MainWindow(LibraryControl, InspectControl, ReviewControl, QMainWindow):
         self.rule_editor.rule_saved.connect(self._on_rule_saved)
         self.rule_editor.reset_requested.connect(self._on_rule_reset)
         self.presenter.noticed.connect(self.show_notice)
+        self.similar = SimilarPanel(self)            # More like this: progress, Cancel (above the table)
+        ll.insertWidget(1, self.similar)
         self._refresh_actions()
 
     # ------------------------------------------------------------------ window state
@@ -530,6 +533,7 @@ class MainWindow(LibraryControl, InspectControl, ReviewControl, QMainWindow):
             return
         if self._search_worker is not None and not self._search_worker.is_done:
             self._search_worker.cancel()
+        self.similar.cancel()                        # a pending More like this is superseded
         self._add_history(q)
         kwargs = {"top_k": 100}
         rules_notice = None

@@ -193,6 +193,8 @@ class PlayerWidget(QWidget):
     position_changed = Signal(int, float)     # as soon as the position is requested
     playing_changed = Signal(bool)
     failed = Signal(str)
+    # a step or playback went past the last (+1) or before the first (-1) frame; was it playing
+    edge_reached = Signal(int, bool)
 
     def __init__(self, parent=None, *, cache_frames: int = 24, compact: bool = False):
         super().__init__(parent)
@@ -333,7 +335,11 @@ class PlayerWidget(QWidget):
 
     def step(self, n: int = 1) -> None:
         self.pause()
+        edge = self.decoder is not None and self.n_frames and (
+            (n > 0 and self.frame_idx >= self.n_frames - 1) or (n < 0 and self.frame_idx <= 0))
         self.seek(self.frame_idx + n)
+        if edge:             # the next (previous) file of a drive may follow: app/drive_player.py
+            self.edge_reached.emit(1 if n > 0 else -1, False)
 
     def play(self) -> None:
         if self.decoder is None or self._timer.isActive():
@@ -389,6 +395,7 @@ class PlayerWidget(QWidget):
             return
         if self.n_frames and self.frame_idx >= self.n_frames - 1:
             self.pause()
+            self.edge_reached.emit(1, True)
             return
         self.seek(self.frame_idx + 1)
 

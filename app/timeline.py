@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QListWidget, QLis
 from strived.rules.model import FIELD_UNITS
 
 from .player import TRACK_COLORS, track_color
+from .span_select import SpanSelector
 
 MAX_TRACKS = 8          # tracks drawn as their own curves (with the ego and the selected one)
 PICK_PX = 6.0           # a click within this many pixels of a curve picks its track
@@ -256,11 +257,15 @@ class TimelineWidget(QWidget):
         self.track_list.itemClicked.connect(self._on_track_item_clicked)
         self.track_list.itemActivated.connect(self._on_track_item_clicked)
         self.list_button.toggled.connect(self.track_list.setVisible)
+        # Shift+drag selects a span; its button asks for moments like it (app/span_select.py)
+        self.selector = SpanSelector(self, lambda: self.highlighted,
+                                     lambda tid: self._all_labels.get(tid, f"track #{tid}"))
         head = QHBoxLayout()
         head.setContentsMargins(0, 0, 0, 0)
         head.addWidget(self.legend, 1)
         head.addWidget(self.others_check, 0, Qt.AlignmentFlag.AlignTop)
         head.addWidget(self.list_button, 0, Qt.AlignmentFlag.AlignTop)
+        head.addWidget(self.selector.button, 0, Qt.AlignmentFlag.AlignTop)
         mid = QHBoxLayout()
         mid.setContentsMargins(0, 0, 0, 0)
         mid.setSpacing(2)
@@ -298,7 +303,8 @@ class TimelineWidget(QWidget):
     # -- content
     def _row(self, i: int) -> _Row:
         while len(self.rows) <= i:
-            plot = pg.PlotItem()
+            plot = pg.PlotItem(viewBox=self.selector.view_box())
+            self.selector.attach(plot)
             self.view.ci.addItem(plot, row=len(self.rows), col=0)
             plot.showGrid(x=True, y=True, alpha=0.15)
             plot.setMenuEnabled(False)
@@ -322,6 +328,7 @@ class TimelineWidget(QWidget):
         self.explanation = None
         self.cuts = []
         self.steps, self.absent, self.selected_lane = [], [], None
+        self.selector.clear()
         self.title.setText(message)
         self.legend.setText("")
         self.readout.setText("")
@@ -347,6 +354,7 @@ class TimelineWidget(QWidget):
         the score is unknown instead of showing the 0 the scorer computes without them."""
         self.explanation = explanation
         self.unknown = unknown
+        self.selector.clear()                   # a selection belongs to one video
         self.cuts = [float(c) for c in (cuts or ())]
         traces = list(getattr(explanation, "traces", []) or [])
         peak = getattr(explanation, "peak_track", None)
@@ -486,7 +494,8 @@ class TimelineWidget(QWidget):
         if self.steps:
             bits.append(f"sequence of {len(self.steps)} steps" +
                         (f", {len(self.absent)} negation(s)" if self.absent else ""))
-        bits.append("time axis in s · gates: high = met" + (" · steps: click a band" if lanes else ""))
+        bits.append("time axis in s · gates: high = met" + (" · steps: click a band" if lanes else "")
+                    + " · Shift+drag: select a span (More like this)")
         self.title.setText("   ·   ".join(bits))
         self.set_time(self.t_s)
 
@@ -573,6 +582,7 @@ class TimelineWidget(QWidget):
         if self.explanation is not None:
             self._set_legend(None)
         self._sync_track_list()
+        self.selector.refresh()
 
     # -- many tracks: focus curves, batched others, the track list
     def _focus_tracks(self) -> list[int]:

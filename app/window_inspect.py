@@ -11,6 +11,7 @@ from PySide6.QtWidgets import (
 )
 
 from .connections import library_job
+from .drive_player import follow_drive
 from .timeline import absent_text, sequence_parts, step_text
 from .workers import Worker
 
@@ -72,6 +73,7 @@ class InspectControl:
         if h.path and os.path.exists(h.path):
             self.player.load(h.path, span_s=h.span_s)
             self.player.set_intervals(spans)
+            follow_drive(self.player, h)       # an event across files of a drive plays across them
         elif h.path:
             self.player.clear(f"The video file is missing:\n{h.path}\n(moved or deleted; the "
                               "records are still in the library)")
@@ -113,7 +115,11 @@ class InspectControl:
             steps, absent = sequence_parts(exp)
             self.set_sequence_steps(steps, absent, self._is_sequence(hit), unknown)
         else:
-            self.timeline.clear("No rule for this search (dense/BM25 only): nothing to explain.")
+            self.timeline.clear("A moment like the example (More like this): no rule to explain; the "
+                                "player shows its span and track." if self.model.similar else
+                                "No rule for this search (dense/BM25 only): nothing to explain.")
+            if hit.peak_track is not None and hit.peak_track >= 0:
+                self.player.highlight_track(hit.peak_track)
         self.inspect_finished.emit(hit.video_id)
 
     def _on_inspect_errored(self, worker, exc, tb) -> None:

@@ -261,7 +261,7 @@ class LibraryControl:
         for b in (self.mark_yes, self.mark_no, self.mark_clear):
             b.setEnabled(has_hits)
         self.act_search.setEnabled(has_lib)
-        self.act_cancel_search.setEnabled(searching)
+        self.act_cancel_search.setEnabled(searching or self.similar.running)   # Esc stops either
         self.search_button.setEnabled(has_lib)
 
     def show_notice(self, text: str) -> None:

@@ -248,6 +248,7 @@ class ReviewControl:
         menu = QMenu(self.table)
         menu.setObjectName("resultsMenu")
         menu.addAction("Open in the player", self.open_current_result)
+        self.similar.add_menu_entry(menu, ix.row())
         menu.addSeparator()
         for a in (self.act_mark_yes, self.act_mark_no, self.act_mark_clear):
             menu.addAction(a)
