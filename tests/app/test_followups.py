@@ -202,48 +202,7 @@ def test_library_menu_finds_missing_relinks_and_removes_videos(qtbot, window, fo
 
 
 # --------------------------------------------------------------------- issue 16: the app's structure
-def _app_imports() -> dict[str, set[str]]:
-    """app module -> the app modules it imports, at module level or inside functions alike."""
-    import ast
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[2] / "app"
-    mods = {p.stem for p in root.glob("*.py")}
-    out: dict[str, set[str]] = {}
-    for p in root.glob("*.py"):
-        deps = set()
-        for node in ast.walk(ast.parse(p.read_text())):
-            if isinstance(node, ast.ImportFrom):
-                if node.level == 1 and node.module:
-                    deps.add(node.module.split(".")[0])
-                elif node.level == 1:
-                    deps |= {a.name for a in node.names}
-                elif (node.module or "").startswith("app."):
-                    deps.add(node.module.split(".")[1])
-            elif isinstance(node, ast.Import):
-                deps |= {a.name.split(".")[1] for a in node.names if a.name.startswith("app.")}
-        out[p.stem] = deps & mods - {p.stem}
-    return out
-
-
-def test_app_modules_import_each_other_without_a_cycle():
-    graph = _app_imports()
-    assert "welcome" in graph["main_window"] and "main_window" not in graph["welcome"]
-    state: dict[str, int] = {}
-
-    def visit(m, path):
-        state[m] = 1
-        for d in sorted(graph.get(m, ())):
-            assert state.get(d) != 1, f"import cycle: {' -> '.join(path + [m, d])}"
-            if d not in state:
-                visit(d, path + [m])
-        state[m] = 2
-
-    for m in sorted(graph):
-        if m not in state:
-            visit(m, [])
-
-
+# (import cycles: tests/core/test_architecture.py, for the engine and the app alike)
 def test_the_app_writes_marks_and_saved_searches_through_the_store():
     """No SQL on the marks and saved_searches tables in the app: the store writes them."""
     import re
