@@ -10,7 +10,7 @@ event, beside the AP of the event's text query (`engine.search` with the queries
 library, same AP over its hits' spans) and the same two at the item level (a hit = an item with a
 confirmed span of the event).
 
-Latency (``latency``): `strived bench scale`'s synthetic libraries (`scale.build`, cached), one
+Latency (``latency``): `strived bench scale`'s synthetic libraries (`scale_build.build`, cached), one
 new process per size: "more like this" on a 3 s span, for the ego and for a track, first call with
 no grid cache, then a new process's first call (grid cached on disk) and warm calls (median of 5).
 
@@ -179,11 +179,11 @@ def _child(folder: Path) -> dict:
 
 
 def latency(sizes: list[int], cache: Path, out_json: Path | None, no_build: bool = False) -> dict:
-    from strived.evaluation.scale import build
+    from strived.evaluation.scale_build import build
 
     rows = []
     for n in sizes:
-        if no_build:      # a library imported by `scale.build` whose later stages may not have run
+        if no_build:      # a library imported by `scale_build.build` whose later stages may not have run
             folder = cache / f"lib-{n}"
         else:
             folder, _ = build(cache, n, echo=lambda s: print(s, file=sys.stderr))

@@ -478,6 +478,20 @@ def export_results(rows: list[dict], out_dir: str | os.PathLike, *,
     partial file remains, and list files are written only after all clips are done."""
     context = dict(context or {})
     formats = list(formats)
+    _check_choices(formats, clips)
+    out = Path(out_dir).expanduser()
+    _check_writable(out)
+    rep = ExportReport()
+    rows = [dict(r) for r in rows]
+    label = str(context.get("match", {}).get("event") or context.get("event") or "match")
+    if clips:
+        _cut_clips(rows, out, clips, rep, progress, cancel)
+    check_cancel(cancel)
+    rep.files = _write_all(_documents(rows, out, formats, label, context), progress, cancel)
+    return rep
+
+
+def _check_choices(formats: list[str], clips: str | None) -> None:
     bad = [f for f in formats if f not in FORMATS]
     if bad:
         raise ExportError(f"unknown export format(s) {', '.join(bad)}; valid: {', '.join(FORMATS)}")
@@ -486,81 +500,90 @@ def export_results(rows: list[dict], out_dir: str | os.PathLike, *,
     if clips == "copy" and fast_copy_available() is None:
         raise ExportError("fast keyframe copy is unavailable: it needs ffmpeg on the PATH; "
                           "choose the frame-accurate re-encode")
-    out = Path(out_dir).expanduser()
-    _check_writable(out)
-    rep = ExportReport()
-    rows = [dict(r) for r in rows]
-    label = str(context.get("match", {}).get("event") or context.get("event") or "match")
 
-    def target(*parts: str) -> Path:  # every output file is named here, inside ``out``
-        try:
-            return output_path(out, *parts)
-        except UnsafePathError as e:
-            raise ExportError(f"{e} (nothing was written)", e.path) from None
 
-    if clips:
-        clip_dir = target("clips")
-        _check_writable(clip_dir)
-        clip_names: set[str] = set()
-        from .drive_clips import n_frames
+def _target(out: Path, *parts: str) -> Path:
+    """Every output file is named here, inside ``out``."""
+    try:
+        return output_path(out, *parts)
+    except UnsafePathError as e:
+        raise ExportError(f"{e} (nothing was written)", e.path) from None
 
-        total = sum(n_frames(r["drive_parts"]) if r.get("drive_parts") else
-                    max(1, (r["end_frame"] or 0) - (r["start_frame"] or 0) + 1) for r in rows)
-        done = 0
-        for r in rows:
-            check_cancel(cancel)
-            src = r.get("video_path")
-            across = r.get("drive_parts")       # an event across files of a drive: each file is needed
-            if not all(s and os.path.exists(s) for s in ([p.get("video_path") for p in across] if across else [src])):
-                rep.skipped.append((r["video_id"], "no video file (records only, or moved)"))
-                continue
-            if across and any(p.get("start_frame") is None for p in across):
+
+def _cut_clips(rows: list[dict], out: Path, clips: str, rep: ExportReport, progress: ProgressFn,
+               cancel: CancelFn) -> None:
+    """Cut each row's clip into ``out/clips/`` (its path goes to the row's ``clip_path``); a row
+    whose video file is missing, or that cannot be cut by frame, is skipped with the reason."""
+    clip_dir = _target(out, "clips")
+    _check_writable(clip_dir)
+    clip_names: set[str] = set()
+    from .drive_clips import n_frames
+
+    total = sum(n_frames(r["drive_parts"]) if r.get("drive_parts") else
+                max(1, (r["end_frame"] or 0) - (r["start_frame"] or 0) + 1) for r in rows)
+    done = 0
+    for r in rows:
+        check_cancel(cancel)
+        src = r.get("video_path")
+        across = r.get("drive_parts")       # an event across files of a drive: each file is needed
+        if not all(s and os.path.exists(s) for s in ([p.get("video_path") for p in across] if across else [src])):
+            rep.skipped.append((r["video_id"], "no video file (records only, or moved)"))
+            continue
+        if across and any(p.get("start_frame") is None for p in across):
+            rep.skipped.append((r["video_id"], "unknown fps: cannot cut by frame"))
+            continue
+        if across:       # an event across files of a drive: named by its drive span
+            name = f"{r['rank']:03d}_{safe_filename(across[0]['video_id'], 'video', 80)}_drive_" \
+                   f"{r['drive_start_s']:.1f}-{r['drive_end_s']:.1f}s.mp4"
+        else:
+            name = f"{r['rank']:03d}_{safe_filename(r['video_id'], 'video', 80)}_" \
+                   f"{r['start_s']:.1f}-{r['end_s']:.1f}s.mp4"
+        dst = _target(out, "clips", unique_filename(name, clip_names))
+        base = done
+
+        def on_frame(k, base=base, vid=r["video_id"]):
+            report(progress, "clips", base + k, total, item=vid)
+
+        if across:       # one clip over the boundary, re-encoded (`strived.drive_clips`)
+            path = cut_segments_reencode([(p["video_path"], p["start_frame"], p["end_frame"]) for p in across],
+                                         dst, cancel, on_frame)
+        elif clips == "reencode":
+            if r.get("start_frame") is None:
                 rep.skipped.append((r["video_id"], "unknown fps: cannot cut by frame"))
                 continue
-            if across:       # an event across files of a drive: named by its drive span
-                name = f"{r['rank']:03d}_{safe_filename(across[0]['video_id'], 'video', 80)}_drive_" \
-                       f"{r['drive_start_s']:.1f}-{r['drive_end_s']:.1f}s.mp4"
-            else:
-                name = f"{r['rank']:03d}_{safe_filename(r['video_id'], 'video', 80)}_" \
-                       f"{r['start_s']:.1f}-{r['end_s']:.1f}s.mp4"
-            dst = target("clips", unique_filename(name, clip_names))
-            base = done
+            path = cut_clip_reencode(src, dst, r["start_frame"], r["end_frame"], cancel, on_frame)
+        else:
+            path = cut_clip_copy(src, dst, r["start_s"], r["end_s"])
+        done += n_frames(across) if across else max(1, (r["end_frame"] or 0) - (r["start_frame"] or 0) + 1)
+        report(progress, "clips", done, total, item=r["video_id"])
+        r["clip_path"] = path
+        rep.clips.append(path)
 
-            def on_frame(k, base=base, vid=r["video_id"]):
-                report(progress, "clips", base + k, total, item=vid)
 
-            if across:       # one clip over the boundary, re-encoded (`strived.drive_clips`)
-                path = cut_segments_reencode([(p["video_path"], p["start_frame"], p["end_frame"]) for p in across],
-                                             dst, cancel, on_frame)
-            elif clips == "reencode":
-                if r.get("start_frame") is None:
-                    rep.skipped.append((r["video_id"], "unknown fps: cannot cut by frame"))
-                    continue
-                path = cut_clip_reencode(src, dst, r["start_frame"], r["end_frame"], cancel, on_frame)
-            else:
-                path = cut_clip_copy(src, dst, r["start_s"], r["end_s"])
-            done += n_frames(across) if across else max(1, (r["end_frame"] or 0) - (r["start_frame"] or 0) + 1)
-            report(progress, "clips", done, total, item=r["video_id"])
-            r["clip_path"] = path
-            rep.clips.append(path)
-
-    check_cancel(cancel)
+def _documents(rows: list[dict], out: Path, formats: list[str], label: str,
+               context: dict) -> list[tuple[Path, str]]:
+    """(path, text) of every list file of ``formats``, nothing written yet."""
     docs: list[tuple[Path, str]] = []
     if "csv" in formats:
-        docs.append((target("clips.csv"), to_csv(rows)))
+        docs.append((_target(out, "clips.csv"), to_csv(rows)))
     if "json" in formats:
-        docs.append((target("clips.json"), to_json(rows, context)))
+        docs.append((_target(out, "clips.json"), to_json(rows, context)))
     if "fiftyone" in formats:
         lab, data = to_fiftyone(rows, label)
-        _check_writable(target("fiftyone"))
-        docs += [(target("fiftyone", "labels.json"), lab), (target("fiftyone", "data.json"), data)]
+        _check_writable(_target(out, "fiftyone"))
+        docs += [(_target(out, "fiftyone", "labels.json"), lab), (_target(out, "fiftyone", "data.json"), data)]
     if "openlabel" in formats:
-        _check_writable(target("openlabel"))
+        _check_writable(_target(out, "openlabel"))
         ol_names: set[str] = set()
         # a video id is never used as a path as is: an id from an older library may hold '../'
-        docs += [(target("openlabel", unique_filename(safe_filename(r["video_id"], "video") + ".json",
-                                                      ol_names)),
+        docs += [(_target(out, "openlabel", unique_filename(safe_filename(r["video_id"], "video") + ".json",
+                                                            ol_names)),
                   to_openlabel(r, label, context)) for r in rows]
+    return docs
+
+
+def _write_all(docs: list[tuple[Path, str]], progress: ProgressFn, cancel: CancelFn) -> list[str]:
+    """Write every document atomically: all of them, or (on an error or a cancel) none."""
     written: list[str] = []
     try:
         for k, (p, text) in enumerate(docs):
@@ -571,5 +594,4 @@ def export_results(rows: list[dict], out_dir: str | os.PathLike, *,
         for p in written:          # all lists or none: a half-written export would mislead
             _unlink(Path(p))
         raise
-    rep.files = written
-    return rep
+    return written

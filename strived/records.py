@@ -211,95 +211,13 @@ class VideoRecords:
         prev_t = -math.inf
         prev_i = -1
         for j, fr in enumerate(frames):
-            if not isinstance(fr, dict):
-                raise RecordsError("frame must be an object", path=P, frame=j)
-            if "i" not in fr:
-                raise RecordsError("missing required key", path=P, frame=j, key="i")
-            if "t" not in fr:
-                raise RecordsError("missing required key", path=P, frame=j, key="t")
-            i = fr["i"]
-            if isinstance(i, bool) or not isinstance(i, int) or i < 0:
-                raise RecordsError(f"must be a non-negative integer, found {i!r}", path=P, frame=j, key="i")
-            tt = _num(fr["t"], P, j, "t")
-            if not math.isfinite(tt):
-                raise RecordsError(f"must be finite, found {tt}", path=P, frame=j, key="t")
-            if tt <= prev_t or i <= prev_i:
-                raise RecordsError(f"frames must be in increasing order of i and t (previous i={prev_i}, "
-                                   f"t={prev_t}; this i={i}, t={tt})", path=P, frame=j, key="t")
+            i, tt = _frame_clock(fr, j, P, prev_i, prev_t)
             prev_t, prev_i = tt, i
             frame_idx[j], t[j] = i, tt
-            e = fr.get("ego")
-            if e is not None:
-                if not isinstance(e, dict):
-                    raise RecordsError("must be an object or null", path=P, frame=j, key="ego")
-                for k in EGO_FIELDS:
-                    val = e.get(k)
-                    if val is not None:
-                        ego[k][j] = _finite_or_error(val, P, j, f"ego.{k}")
-            objs = fr.get("objects", [])
-            if objs is None:
-                objs = []
-            if not isinstance(objs, list):
-                raise RecordsError("must be a list", path=P, frame=j, key="objects")
-            seen: set[int] = set()
-            for o_i, o in enumerate(objs):
-                key0 = f"objects[{o_i}]"
-                if not isinstance(o, dict):
-                    raise RecordsError("object must be a JSON object", path=P, frame=j, key=key0)
-                if "track" not in o:
-                    raise RecordsError("missing required key", path=P, frame=j, key=f"{key0}.track")
-                if "cls" not in o:
-                    raise RecordsError("missing required key", path=P, frame=j, key=f"{key0}.cls")
-                tid = o["track"]
-                if isinstance(tid, bool) or not isinstance(tid, int):
-                    raise RecordsError(f"must be an integer, found {tid!r}", path=P, frame=j, key=f"{key0}.track")
-                if not 0 <= tid <= MAX_TRACK_ID:   # -1 means the ego in traces; the store holds int64
-                    raise RecordsError(f"must be between 0 and {MAX_TRACK_ID}, found {tid}", path=P, frame=j,
-                                       key=f"{key0}.track")
-                cls_ = o["cls"]
-                if not isinstance(cls_, str) or not cls_:
-                    raise RecordsError(f"must be a non-empty string, found {cls_!r}", path=P, frame=j,
-                                       key=f"{key0}.cls")
-                if tid in seen:
-                    raise RecordsError(f"track {tid} appears twice in one frame", path=P, frame=j,
-                                       key=f"{key0}.track")
-                seen.add(tid)
-                tr = per_track.get(tid)
-                if tr is None:
-                    if len(per_track) >= max_tracks():
-                        raise RecordsError(f"video {info.id!r} has more than {max_tracks()} tracks, the limit "
-                                           f"of one video (set {TRACKS_ENV} to raise it)", path=P, frame=j,
-                                           key=f"{key0}.track")
-                    tr = per_track[tid] = {"cls": cls_, "pos": [], "bbox": [], "has_bbox": False,
-                                           **{f: [] for f in OBJECT_FIELDS}, "attrs": {}}
-                tr["pos"].append(j)
-                for f in OBJECT_FIELDS:
-                    val = o.get(f)
-                    tr[f].append(np.nan if val is None else _finite_or_error(val, P, j, f"{key0}.{f}"))
-                bb = o.get("bbox")
-                if bb is None:
-                    tr["bbox"].append((np.nan,) * 4)
-                else:
-                    if not isinstance(bb, list) or len(bb) != 4:
-                        raise RecordsError("must be [x1, y1, x2, y2] or null", path=P, frame=j,
-                                           key=f"{key0}.bbox")
-                    tr["bbox"].append(tuple(_finite_or_error(x, P, j, f"{key0}.bbox") for x in bb))
-                    tr["has_bbox"] = True
-                if isinstance(o.get("attrs"), dict):
-                    tr["attrs"].update(o["attrs"])
+            _frame_ego(fr, j, P, ego)
+            _frame_objects(fr, j, P, per_track, info)
         _check_span(info, t, P)
-        tracks = []
-        for tid in sorted(per_track):
-            tr = per_track[tid]
-            attrs = dict(tr["attrs"])
-            if track_attrs and tid in track_attrs:
-                attrs.update(track_attrs[tid])
-            tracks.append(Track(
-                track_id=int(tid), cls=tr["cls"], pos=np.asarray(tr["pos"], np.int32),
-                fields={f: np.asarray(tr[f], np.float32) for f in OBJECT_FIELDS},
-                bbox=np.asarray(tr["bbox"], np.float32).reshape(-1, 4) if tr["has_bbox"] else None,
-                attrs=attrs))
-        return cls(info=info, frame_idx=frame_idx, t=t, ego=ego, tracks=tracks)
+        return cls(info=info, frame_idx=frame_idx, t=t, ego=ego, tracks=_tracks_of(per_track, track_attrs))
 
     def to_json_dict(self) -> dict:
         """The exact `strived.records/1` document (optional keys written when known)."""
@@ -428,3 +346,113 @@ def _opt_int(x, path, key) -> int | None:
     if isinstance(x, bool) or not isinstance(x, (int, float)) or x < 0:
         raise RecordsError(f"must be a non-negative integer or null, found {x!r}", path=path, key=key)
     return int(x)
+
+
+# ------------------------------------------------------------------ `VideoRecords.from_frames`, per frame
+def _frame_clock(fr, j: int, P, prev_i: int, prev_t: float) -> tuple[int, float]:
+    """Frame ``j``'s index ``i`` and time ``t``, checked: both increase from frame to frame."""
+    if not isinstance(fr, dict):
+        raise RecordsError("frame must be an object", path=P, frame=j)
+    if "i" not in fr:
+        raise RecordsError("missing required key", path=P, frame=j, key="i")
+    if "t" not in fr:
+        raise RecordsError("missing required key", path=P, frame=j, key="t")
+    i = fr["i"]
+    if isinstance(i, bool) or not isinstance(i, int) or i < 0:
+        raise RecordsError(f"must be a non-negative integer, found {i!r}", path=P, frame=j, key="i")
+    tt = _num(fr["t"], P, j, "t")
+    if not math.isfinite(tt):
+        raise RecordsError(f"must be finite, found {tt}", path=P, frame=j, key="t")
+    if tt <= prev_t or i <= prev_i:
+        raise RecordsError(f"frames must be in increasing order of i and t (previous i={prev_i}, "
+                           f"t={prev_t}; this i={i}, t={tt})", path=P, frame=j, key="t")
+    return i, tt
+
+
+def _frame_ego(fr: dict, j: int, P, ego: dict[str, np.ndarray]) -> None:
+    """Frame ``j``'s ego values into the ``ego`` columns (absent: NaN)."""
+    e = fr.get("ego")
+    if e is not None:
+        if not isinstance(e, dict):
+            raise RecordsError("must be an object or null", path=P, frame=j, key="ego")
+        for k in EGO_FIELDS:
+            val = e.get(k)
+            if val is not None:
+                ego[k][j] = _finite_or_error(val, P, j, f"ego.{k}")
+
+
+def _frame_objects(fr: dict, j: int, P, per_track: dict[int, dict], info: VideoInfo) -> None:
+    """Frame ``j``'s objects, each appended to its track in ``per_track`` (created when new)."""
+    objs = fr.get("objects", [])
+    if objs is None:
+        objs = []
+    if not isinstance(objs, list):
+        raise RecordsError("must be a list", path=P, frame=j, key="objects")
+    seen: set[int] = set()
+    for o_i, o in enumerate(objs):
+        key0 = f"objects[{o_i}]"
+        tid, cls_ = _object_id(o, j, P, key0)
+        if tid in seen:
+            raise RecordsError(f"track {tid} appears twice in one frame", path=P, frame=j,
+                               key=f"{key0}.track")
+        seen.add(tid)
+        tr = per_track.get(tid)
+        if tr is None:
+            if len(per_track) >= max_tracks():
+                raise RecordsError(f"video {info.id!r} has more than {max_tracks()} tracks, the limit "
+                                   f"of one video (set {TRACKS_ENV} to raise it)", path=P, frame=j,
+                                   key=f"{key0}.track")
+            tr = per_track[tid] = {"cls": cls_, "pos": [], "bbox": [], "has_bbox": False,
+                                   **{f: [] for f in OBJECT_FIELDS}, "attrs": {}}
+        tr["pos"].append(j)
+        for f in OBJECT_FIELDS:
+            val = o.get(f)
+            tr[f].append(np.nan if val is None else _finite_or_error(val, P, j, f"{key0}.{f}"))
+        bb = o.get("bbox")
+        if bb is None:
+            tr["bbox"].append((np.nan,) * 4)
+        else:
+            if not isinstance(bb, list) or len(bb) != 4:
+                raise RecordsError("must be [x1, y1, x2, y2] or null", path=P, frame=j,
+                                   key=f"{key0}.bbox")
+            tr["bbox"].append(tuple(_finite_or_error(x, P, j, f"{key0}.bbox") for x in bb))
+            tr["has_bbox"] = True
+        if isinstance(o.get("attrs"), dict):
+            tr["attrs"].update(o["attrs"])
+
+
+def _object_id(o, j: int, P, key0: str) -> tuple[int, str]:
+    """An object's track id and class, checked."""
+    if not isinstance(o, dict):
+        raise RecordsError("object must be a JSON object", path=P, frame=j, key=key0)
+    if "track" not in o:
+        raise RecordsError("missing required key", path=P, frame=j, key=f"{key0}.track")
+    if "cls" not in o:
+        raise RecordsError("missing required key", path=P, frame=j, key=f"{key0}.cls")
+    tid = o["track"]
+    if isinstance(tid, bool) or not isinstance(tid, int):
+        raise RecordsError(f"must be an integer, found {tid!r}", path=P, frame=j, key=f"{key0}.track")
+    if not 0 <= tid <= MAX_TRACK_ID:   # -1 means the ego in traces; the store holds int64
+        raise RecordsError(f"must be between 0 and {MAX_TRACK_ID}, found {tid}", path=P, frame=j,
+                           key=f"{key0}.track")
+    cls_ = o["cls"]
+    if not isinstance(cls_, str) or not cls_:
+        raise RecordsError(f"must be a non-empty string, found {cls_!r}", path=P, frame=j,
+                           key=f"{key0}.cls")
+    return tid, cls_
+
+
+def _tracks_of(per_track: dict[int, dict], track_attrs: dict[int, dict] | None) -> list[Track]:
+    """The `Track` of each collected track, by track id."""
+    tracks = []
+    for tid in sorted(per_track):
+        tr = per_track[tid]
+        attrs = dict(tr["attrs"])
+        if track_attrs and tid in track_attrs:
+            attrs.update(track_attrs[tid])
+        tracks.append(Track(
+            track_id=int(tid), cls=tr["cls"], pos=np.asarray(tr["pos"], np.int32),
+            fields={f: np.asarray(tr[f], np.float32) for f in OBJECT_FIELDS},
+            bbox=np.asarray(tr["bbox"], np.float32).reshape(-1, 4) if tr["has_bbox"] else None,
+            attrs=attrs))
+    return tracks

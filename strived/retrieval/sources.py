@@ -136,6 +136,21 @@ def ensure_text_index(library, embedder=None, progress: ProgressFn = None, cance
     save_bm25_index(library)          # a new process's first search loads it instead of building it
     if not dense:
         return rep
+    embedder, rebuild_dense = _ready_embedder(library, embedder, rep, rebuild_dense)
+    if embedder is None:
+        return rep
+    try:
+        idx = open_dense_index(library, embedder, rebuild=rebuild_dense)
+    except DenseIndexCorrupt as e:  # a damaged index is rebuilt from the library, never extended
+        rep.dense_rebuilt = e.reason
+        idx = open_dense_index(library, embedder, rebuild=True)
+    _update_dense(library, idx, embedder, rep, progress, cancel)
+    return rep
+
+
+def _ready_embedder(library, embedder, rep: TextIndexReport, rebuild_dense: bool) -> tuple:
+    """(the dense index's embedder, loaded, or None when it cannot be used: said in
+    ``rep.dense_unavailable``; whether to rebuild the index: the user chose another embedder)."""
     from .embedders import EmbedderError
 
     if embedder is None:
@@ -143,7 +158,7 @@ def ensure_text_index(library, embedder=None, progress: ProgressFn = None, cance
             embedder = library_embedder(library)
         except EmbedderError as e:
             rep.dense_unavailable = str(e)
-            return rep
+            return None, rebuild_dense
         choice = library.meta_get(LIBRARY_EMBEDDER_KEY) or {}
         if choice.get("rebuild"):
             rebuild_dense = True
@@ -154,12 +169,15 @@ def ensure_text_index(library, embedder=None, progress: ProgressFn = None, cance
             embedder.load()  # a build without the embedder (e.g. the lite bundle) keeps BM25 and rules
         except EmbedderError as e:
             rep.dense_unavailable = str(e)
-            return rep
-    try:
-        idx = open_dense_index(library, embedder, rebuild=rebuild_dense)
-    except DenseIndexCorrupt as e:  # a damaged index is rebuilt from the library, never extended
-        rep.dense_rebuilt = e.reason
-        idx = open_dense_index(library, embedder, rebuild=True)
+            return None, rebuild_dense
+    return embedder, rebuild_dense
+
+
+def _update_dense(library, idx: DenseIndex, embedder, rep: TextIndexReport, progress: ProgressFn,
+                  cancel: CancelFn) -> None:
+    """Drop from ``idx`` the videos the library no longer has; embed the new and changed ones
+    (and those whose stored vectors are unusable), in batches; what was embedded is kept on a
+    cancel or an error."""
     stamps = library.summary_stamps()
     for vid in [v for v in list(idx.stamps) if v not in stamps]:
         idx.remove(vid)
@@ -191,25 +209,11 @@ def ensure_text_index(library, embedder=None, progress: ProgressFn = None, cance
                 n_seg += len(segs)
                 i += 1
             if embedder.kind == "text-of-perception":
-                flat = [s for _, segs in batch for s in segs]
-                vecs = embedder.embed_segments(None, flat) if flat else np.zeros((0, embedder.dim))
-                k = 0
-                for vid, segs in batch:
-                    pending.append((vid, [(s[0], s[1], s[2]) for s in segs], vecs[k:k + len(segs)], stamps[vid]))
-                    pending_rows += len(segs)
-                    k += len(segs)
-                    rep.dense_embedded += 1
+                pending_rows += _embed_texts_batch(embedder, batch, stamps, pending, rep)
                 if pending_rows >= max(_FLUSH_MIN_ROWS, len(idx.alive)):
                     flush()
             else:
-                for vid, segs in batch:
-                    try:
-                        vecs = embedder.embed_segments(videos[vid], segs)
-                    except StrivedError as e:
-                        rep.dense_skipped[vid] = str(e)
-                        continue
-                    idx.add(vid, [(s[0], s[1], s[2]) for s in segs], vecs, stamps[vid])
-                    rep.dense_embedded += 1
+                _embed_videos_batch(idx, embedder, batch, videos, stamps, rep)
             report(progress, "dense", i, total, item=batch[-1][0])
     finally:
         flush()
@@ -217,7 +221,33 @@ def ensure_text_index(library, embedder=None, progress: ProgressFn = None, cance
         with _lock:
             _dense_cache.clear()
             _dense_cache[_dense_key(library, embedder)] = idx
-    return rep
+
+
+def _embed_texts_batch(embedder, batch: list, stamps: dict, pending: list, rep: TextIndexReport) -> int:
+    """Embed the segment texts of a batch of videos in one call; their rows go to ``pending``.
+    Returns the number of rows added."""
+    flat = [s for _, segs in batch for s in segs]
+    vecs = embedder.embed_segments(None, flat) if flat else np.zeros((0, embedder.dim))
+    k = 0
+    for vid, segs in batch:
+        pending.append((vid, [(s[0], s[1], s[2]) for s in segs], vecs[k:k + len(segs)], stamps[vid]))
+        k += len(segs)
+        rep.dense_embedded += 1
+    return k
+
+
+def _embed_videos_batch(idx: DenseIndex, embedder, batch: list, videos: dict, stamps: dict,
+                        rep: TextIndexReport) -> None:
+    """Embed a batch of videos one by one (a visual embedder reads each video's frames); a video
+    it cannot embed is skipped with the reason."""
+    for vid, segs in batch:
+        try:
+            vecs = embedder.embed_segments(videos[vid], segs)
+        except StrivedError as e:
+            rep.dense_skipped[vid] = str(e)
+            continue
+        idx.add(vid, [(s[0], s[1], s[2]) for s in segs], vecs, stamps[vid])
+        rep.dense_embedded += 1
 
 
 _fp_cache: dict[int, tuple] = {}

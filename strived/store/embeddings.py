@@ -1,4 +1,4 @@
-"""The SQLite file of an embedding cache (`strived.evaluation.scale.CachedTextEmbedder`): float32
+"""The SQLite file of an embedding cache (`strived.evaluation.scale_build.CachedTextEmbedder`): float32
 vectors by key, in one ``emb`` table."""
 
 from __future__ import annotations

@@ -170,7 +170,7 @@ def test_readers_keep_no_word_lists_of_their_own():
 
 
 def test_a_search_parses_its_query_once_and_every_reader_gets_that_value(tmp_path, monkeypatch):
-    from strived import engine
+    from strived import engine, search_steps
     from strived.retrieval import router
     from strived.rulelib import resolve
     from strived.store import Library
@@ -189,7 +189,7 @@ def test_a_search_parses_its_query_once_and_every_reader_gets_that_value(tmp_pat
     monkeypatch.setattr(resolve, "match_offline", spy("match", resolve.match_offline))
     monkeypatch.setattr(resolve, "adapt_offline_from", spy("adapt", resolve.adapt_offline_from))
     monkeypatch.setattr(router, "route", spy("route", router.route))
-    monkeypatch.setattr(engine, "_bm25", lambda library, query, top_k, cancel=None: [("v001", 2.0), ("v002", 1.0)])
+    monkeypatch.setattr(search_steps, "_bm25", lambda library, query, top_k, cancel=None: [("v001", 2.0), ("v002", 1.0)])
     query = "a scooter cuts in from the left"                 # adapted: a class the rule lacks
     resp = engine.search(lib, query, sources=("rule", "bm25"))
     assert resp.match["mode"] == "adapted" and resp.match.get("router")

@@ -12,7 +12,7 @@ import random
 import numpy as np
 import pytest
 
-from strived import engine
+from strived import engine, search_steps
 from strived.retrieval.fusion import RRF_K, weighted_rrf
 from strived.retrieval.ranked import IdSpace, Ranked
 from strived.store import Library
@@ -115,9 +115,9 @@ def _fake_sources(monkeypatch, lib, seed, lagging: bool, as_ranked: bool):
             if name == "dense":
                 r.rows = np.arange(len(plain))
                 r.spans = (np.full(len(plain), 1.0), np.full(len(plain), 5.0))
-            monkeypatch.setattr(engine, "_" + name, lambda *a, _r=r, **k: _r)
+            monkeypatch.setattr(search_steps, "_" + name, lambda *a, _r=r, **k: _r)
         else:
-            monkeypatch.setattr(engine, "_" + name, lambda *a, _p=plain, **k: _p)
+            monkeypatch.setattr(search_steps, "_" + name, lambda *a, _p=plain, **k: _p)
     return out
 
 
@@ -170,7 +170,7 @@ def test_search_equals_the_plain_computation(lib, monkeypatch, rule, lagging, as
 
 
 def test_fusion_over_codes_equals_weighted_rrf():
-    """`engine._fuse_codes` against the dict-based `weighted_rrf` on random rankings with ties,
+    """`search_steps._fuse_codes` against the dict-based `weighted_rrf` on random rankings with ties,
     ids outside the library, abstaining videos, zero weights and every top_k edge."""
     from strived.retrieval.fusion import shared_ranks_array
 
@@ -199,7 +199,7 @@ def test_fusion_over_codes_equals_weighted_rrf():
         codes = {s: space.codes(Ranked(ids=rankings[s], scores=np.asarray(scores[s], float)), extra)
                  for s in used}
         un_codes = space.codes_of_ids(unj, extra) if abst else None
-        got = engine._fuse_codes(space, extra, len(space) + len(extra), used, codes,
+        got = search_steps._fuse_codes(space, extra, len(space) + len(extra), used, codes,
                                  {s: shared_ranks_array(scores[s]) for s in used}, w, RRF_K, top,
                                  un_codes, max(0, len(lib_ids) - len(unj)))
         assert got == want[:top], trial

@@ -11,7 +11,7 @@ import traceback
 import numpy as np
 import pytest
 
-from strived import engine
+from strived import engine, search_steps
 from strived.errors import Cancelled
 from strived.evaluation.synth import make_video
 from strived.rules import kernels as K
@@ -140,11 +140,11 @@ def test_a_load_that_cannot_stop_runs_aside_and_a_cancel_returns_at_once():
     threading.Timer(0.1, lambda: flag.__setitem__("c", True)).start()
     t0 = time.monotonic()
     with pytest.raises(Cancelled):
-        engine._wait_preload(("k", "test"), load, lambda: flag["c"])
+        search_steps._wait_preload(("k", "test"), load, lambda: flag["c"])
     assert time.monotonic() - t0 < 1.0 and not done.is_set()
     # the next search waits on the load already running (not a second load), then goes on
     threading.Timer(0.2, release.set).start()
-    engine._wait_preload(("k", "test"), load, lambda: False)
+    search_steps._wait_preload(("k", "test"), load, lambda: False)
     assert done.is_set() and runs == [1]
 
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from strived.evaluation import scale
+from strived.evaluation import scale, scale_build
 
 
 def test_bench_scale_cli_writes_exact_keys_and_reuses_the_build(tmp_path):
@@ -58,10 +58,10 @@ def test_cached_embedder_returns_the_inner_vectors_and_embeds_each_text_once(tmp
             return np.array([[len(t), 1.0, 0.0] for t in texts], np.float32)
 
     inner = Inner()
-    emb = scale.CachedTextEmbedder(inner, tmp_path / "e.sqlite")
+    emb = scale_build.CachedTextEmbedder(inner, tmp_path / "e.sqlite")
     a = emb.embed_texts(["ab", "abc", "ab"])
     assert a.tolist() == [[2, 1, 0], [3, 1, 0], [2, 1, 0]] and inner.calls == [["ab", "abc"]]
-    again = scale.CachedTextEmbedder(inner, tmp_path / "e.sqlite").embed_texts(["abc", "abcd"])
+    again = scale_build.CachedTextEmbedder(inner, tmp_path / "e.sqlite").embed_texts(["abc", "abcd"])
     assert again.tolist() == [[3, 1, 0], [4, 1, 0]] and inner.calls[-1] == ["abcd"]
     assert emb.name == "fake" and emb.version == "1"
 
@@ -85,9 +85,9 @@ def _library_digest(folder):
 def test_an_interrupted_import_resumes_to_the_same_library(tmp_path, monkeypatch, when):
     from strived.store import Library
 
-    monkeypatch.setattr(scale, "IMPORT_BATCH", 4)
-    monkeypatch.setattr(scale, "STAGES", ("import",))
-    scale.build(tmp_path / "a", 10, echo=lambda s: None)
+    monkeypatch.setattr(scale_build, "IMPORT_BATCH", 4)
+    monkeypatch.setattr(scale_build, "STAGES", ("import",))
+    scale_build.build(tmp_path / "a", 10, echo=lambda s: None)
     want = _library_digest(tmp_path / "a" / "lib-10")
     assert want[0] == 10
 
@@ -103,11 +103,11 @@ def test_an_interrupted_import_resumes_to_the_same_library(tmp_path, monkeypatch
         return real(self, recs, replace)
     monkeypatch.setattr(Library, "add_videos", flaky)
     with pytest.raises(KeyboardInterrupt):
-        scale.build(tmp_path / "b", 10, echo=lambda s: None)
+        scale_build.build(tmp_path / "b", 10, echo=lambda s: None)
     st = json.loads((tmp_path / "b" / "lib-10" / "BUILDING.json").read_text())
     assert st["imported"] == 4 and "import" not in st["stages"]
     msgs = []
-    scale.build(tmp_path / "b", 10, echo=msgs.append)
+    scale_build.build(tmp_path / "b", 10, echo=msgs.append)
     assert any("resuming" in m for m in msgs)
     assert _library_digest(tmp_path / "b" / "lib-10") == want
     info = json.loads((tmp_path / "b" / "lib-10" / "BUILT.json").read_text())
@@ -150,8 +150,8 @@ def test_bf16_build_counts_its_texts_and_keeps_the_float32_vectors_direction(tmp
 
     from strived.retrieval.embedders import default_embedder
 
-    monkeypatch.setattr(scale, "STAGES", ("import", "texts", "embed"))
-    folder = scale.build(tmp_path, 6, echo=lambda s: None, bf16=True)[0]
+    monkeypatch.setattr(scale_build, "STAGES", ("import", "texts", "embed"))
+    folder = scale_build.build(tmp_path, 6, echo=lambda s: None, bf16=True)[0]
     st = json.loads((folder / "BUILDING.json").read_text())
     c = sqlite3.connect(f"file:{folder / 'library.sqlite'}?mode=ro", uri=True)
     texts = [r[0] for r in c.execute("SELECT DISTINCT text FROM segments")]
