@@ -23,7 +23,9 @@ TP = ROOT / "docs" / "report" / "throughput"
 
 #: (label, file, protocol note) of the evaluation table: mAP / Acc@1 per method, in %
 EVAL_ROWS = [
-    ("**unseen**: design holdout, shipped files (`--cv 0`), end of issue 31", "holdout_after.json"),
+    ("**unseen**: design holdout, shipped files (`--cv 0`), re-indexed from scratch (perception v9), "
+     "session 15", "holdout_s15.json"),
+    ("unseen: design holdout, shipped files, end of issue 31 (perception v8)", "holdout_after.json"),
     ("unseen: design holdout, shipped files, start of issue 31", "holdout_before.json"),
     ("design split, leave one source out (`--cv source`)", "design_loso.json"),
     ("design split + mirrored clips, leave one source out", "design_loso_with_mirrors.json"),
