@@ -19,7 +19,7 @@ class LibraryConnections:
 
     def __init__(self, folder: str, opener: Callable | None = None, first=None):
         if opener is None:
-            from strived.store.library import Library
+            from strived.api import Library
 
             opener = Library.open
         self.folder = str(folder)
@@ -33,7 +33,7 @@ class LibraryConnections:
 
     def get(self):
         """The calling thread's Library (opened now when the thread has none)."""
-        from strived.errors import Cancelled
+        from strived.api import Cancelled
 
         tid = threading.get_ident()
         with self._lock:
@@ -50,7 +50,7 @@ class LibraryConnections:
     def use(self) -> Iterator[object]:
         """The calling thread's Library, kept open until the block ends (worker jobs). Marked busy
         under the lock before it is handed out, so ``close_all()`` can never close it mid-job."""
-        from strived.errors import Cancelled
+        from strived.api import Cancelled
 
         tid = threading.get_ident()
         with self._lock:

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import (QApplication, QDialog, QDialogButtonBox, QLabel, 
 
 def user_message(exc: BaseException) -> str:
     """A message a user can act on: engine errors already carry one; others get a plain summary."""
-    from strived.errors import StrivedError
+    from strived.api import StrivedError
 
     if isinstance(exc, StrivedError):
         return str(exc)

@@ -9,7 +9,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDoubleSpinBox, QF
                                QFormLayout, QHBoxLayout, QLabel, QLineEdit, QProgressBar,
                                QPushButton, QVBoxLayout, QWidget)
 
-from strived.export import pad_rows
+from strived.api import pad_rows
 
 from .workers import Worker
 
@@ -27,7 +27,7 @@ class ExportDialog(QDialog):
                  parent: QWidget | None = None, extents: dict[str, tuple] | None = None,
                  title: str = "Export results", lead_s: tuple[float, float] = (0.0, 0.0)):
         super().__init__(parent)
-        from strived.export import fast_copy_available
+        from strived.api import fast_copy_available
 
         self.setWindowTitle(title)
         self.rows, self.context = rows, context
@@ -109,7 +109,7 @@ class ExportDialog(QDialog):
             self.folder.setText(d)
 
     def start(self) -> None:
-        from strived.export import export_results
+        from strived.api import export_results
 
         folder = self.folder.text().strip()
         if not folder:

@@ -24,7 +24,7 @@ class FrameDecoder:
         self.path = str(path)
         self._cap = cv2.VideoCapture(self.path)
         if not self._cap.isOpened():
-            from strived.errors import VideoDecodeError
+            from strived.api import VideoDecodeError
 
             raise VideoDecodeError(self.path, "the file cannot be opened (missing or not a video)")
         self.fps = float(self._cap.get(cv2.CAP_PROP_FPS)) or 25.0
@@ -83,7 +83,7 @@ class FrameDecoder:
             if idx < frame_idx and frame_idx - idx <= 2:
                 self._put(idx, cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
         if not ok or bgr is None:
-            from strived.errors import VideoDecodeError
+            from strived.api import VideoDecodeError
 
             self._next = 10**9      # force a seek next time
             raise VideoDecodeError(self.path, "no frame (end of file or corrupt stream)", frame_idx)

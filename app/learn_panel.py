@@ -16,14 +16,14 @@ from .workers import JobQueue, Worker
 
 def learn_job(library, event: str, *, progress=None, cancel=None):
     """``strived.learning.learn`` on the learning worker's own connection."""
-    from strived import learning
+    from strived import api
 
-    return learning.learn(library, event, progress=progress, cancel=cancel)
+    return api.learn_from_marks(library, event, progress=progress, cancel=cancel)
 
 
 def _library_event(match: dict | None) -> str | None:
     """The library event a search resolved to (None: no event, or a rule of the user's own)."""
-    from strived.rulelib.events import EVENT_KEYS
+    from strived.api import EVENT_KEYS
 
     ev = (match or {}).get("event")
     return ev if ev in EVENT_KEYS else None
@@ -100,8 +100,8 @@ class LearnPanel(QWidget):
     # ------------------------------------------------------------------ state
     def refresh(self) -> None:
         """Enable the buttons for the event the shown search resolved to, with its mark counts."""
-        from strived import learning
-        from strived.errors import StrivedError
+        from strived import api
+        from strived.api import StrivedError
 
         w = self.w
         if self.running and (w.library is None or self.worker.library_path != w.library_path):
@@ -119,8 +119,8 @@ class LearnPanel(QWidget):
             self._set_enabled(False, False, tip, "Nothing learned to undo for this search.")
             return
         try:
-            self.counts = learning.mark_counts(w.library, self.event)
-            self.active = learning.active_versions(w.library, self.event)
+            self.counts = api.mark_counts(w.library, self.event)
+            self.active = api.active_versions(w.library, self.event)
         except StrivedError as exc:          # a damaged learned-numbers file: named, not undone
             why_no_undo = str(exc)
         tip = counts_tip(self.event, self.counts) if self.counts else why_no_undo
@@ -212,7 +212,7 @@ class LearnPanel(QWidget):
         self.finished.emit(res)
 
     def _on_errored(self, exc, tb) -> None:
-        from strived.learning import LearnRefused
+        from strived.api import LearnRefused
 
         if isinstance(exc, LearnRefused):
             self.status.setText("Nothing learned: see the message.")
@@ -229,14 +229,14 @@ class LearnPanel(QWidget):
     # ------------------------------------------------------------------ keep, undo
     def keep(self, res) -> None:
         """Keep the refitted numbers (as `strived learn --yes`) and search again with them."""
-        from strived import learning
-        from strived.errors import StrivedError
+        from strived import api
+        from strived.api import StrivedError
 
         w = self.w
         if w.library is None or self.dialog is None or self.dialog.library_path != w.library_path:
             return
         try:
-            version, path = learning.keep(w.library, res)
+            version, path = api.keep_learned(w.library, res)
         except StrivedError as exc:
             w.presenter.present("Cannot keep the learned numbers", exc)
             return
@@ -246,15 +246,15 @@ class LearnPanel(QWidget):
 
     def undo(self) -> None:
         """Go back to the numbers used before the learned version in use, and search again."""
-        from strived import learning
-        from strived.errors import StrivedError
+        from strived import api
+        from strived.api import StrivedError
 
         w = self.w
         if w.library is None or self.event is None or self.running:
             return
         prof = (self.counts or {}).get("profile")
         try:
-            prof, was, now, path = learning.undo(w.library, self.event,
+            prof, was, now, path = api.undo_learned(w.library, self.event,
                                                  prof if prof in self.active else None)
         except StrivedError as exc:
             w.presenter.present("Cannot undo the learned numbers", exc)

@@ -44,7 +44,7 @@ def list_saved(library) -> list[tuple[str, str, str]]:
 
 def load_saved(library, name: str):
     """(SearchResponse rebuilt from the stored ranking, spec, stale-notice or None)."""
-    from strived.engine import SearchHit, SearchResponse
+    from strived.api import SearchHit, SearchResponse
 
     row = library.saved_search(name)
     if row is None:
@@ -142,7 +142,7 @@ def quick_stats(library) -> dict:
 def event_names() -> list[str]:
     """Names and phrases of the calibrated library's events (query completion)."""
     try:
-        from strived.rulelib.events import EVENTS
+        from strived.api import EVENTS
     except ImportError:
         return []
     out: list[str] = []

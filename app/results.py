@@ -16,8 +16,7 @@ from typing import Callable
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSize, Qt
 from PySide6.QtGui import QColor, QPixmap
 
-from strived.retrieval.relevance import describe
-from strived.store.exports import spans_overlap
+from strived.api import describe, spans_overlap
 
 RRF_K = 60  # the paper's weighted RRF constant; contributions are w_s / (RRF_K + rank_s)
 SOURCES = ("rule", "dense", "bm25")

@@ -113,11 +113,11 @@ def schema_at(schema: dict, pointer: str) -> dict:
 def hints_job(library) -> tuple[int, dict]:
     """(content version, field statistics) of ``library`` for the form's hints (a worker job; the
     worker thread's scorer is the one its searches use, so its columns are not read twice)."""
-    from strived import engine
-    from strived.rules.stats import field_hints
+    from strived import api
+    from strived.api import field_hints
 
     ver = library.content_version
-    return ver, field_hints(engine.scorer_for(library), library.availability())
+    return ver, field_hints(api.scorer_for(library), library.availability())
 
 
 class RuleEditor(QWidget):
@@ -200,7 +200,7 @@ class RuleEditor(QWidget):
 
     def schema(self) -> dict:
         if self._schema is None:
-            from strived.rules.model import rule_schema
+            from strived.api import rule_schema
 
             self._schema = rule_schema()
         return self._schema
@@ -309,8 +309,7 @@ class RuleEditor(QWidget):
 
     def validate(self) -> bool:
         """Parse + validate now; show errors at their place. Returns validity."""
-        from strived.errors import RuleError
-        from strived.rules.model import parse_rule
+        from strived.api import RuleError, parse_rule
 
         self._timer.stop()
         src = self.text.toPlainText()

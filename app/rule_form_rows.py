@@ -18,7 +18,7 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QComboBox, QFrame, QGroupBox, QHBoxLayout, QLabel, QLineEdit,
                                QToolButton, QVBoxLayout, QWidget)
 
-from strived.rules.model import EGO_FIELDS, FIELD_UNITS, OBJECT_FIELDS, OPS
+from strived.api import EGO_FIELDS, FIELD_UNITS, OBJECT_FIELDS, OPS
 
 if TYPE_CHECKING:
     from .rule_fragment import FragmentEditor
@@ -283,7 +283,7 @@ class GateRow(Row):
         return d
 
     def update_hint(self) -> None:
-        from strived.rules.stats import hint_text
+        from strived.api import hint_text
 
         f = self.widgets["field"].currentData()
         self.unit.setText(FIELD_UNITS.get(f, "") or "")
@@ -407,7 +407,7 @@ class SoftRow(Row):
         return out
 
     def update_hint(self) -> None:
-        from strived.rules.stats import hint_text
+        from strived.api import hint_text
 
         f = self.widgets["field"].currentData()
         self.unit.setText(FIELD_UNITS.get(f, "") or "")

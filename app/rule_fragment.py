@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (QCheckBox, QGridLayout, QGroupBox, QHBoxLayout, Q
                                QListWidget, QListWidgetItem, QPushButton, QSizePolicy, QVBoxLayout,
                                QWidget)
 
-from strived.rules.model import KNOWN_CLASSES
+from strived.api import KNOWN_CLASSES
 
 from .rule_form_rows import (AGG_ITEMS, ENTITY_KEYS, GATE_KEYS, GATE_NUMBERS, ROLE_ITEMS,
                              SELECTION_ITEMS, SOFT_KEYS, WARNING_COLOR, Box, GateRow, Row, SoftRow,

@@ -47,10 +47,9 @@ def run_self_test(out=print, keep: bool = False) -> int:
 
     from PySide6.QtWidgets import QApplication
 
-    import strived
-
+    from strived import api
     app = QApplication.instance() or QApplication(sys.argv[:1])
-    out(f"STRIVE-D self-test (strived {getattr(strived, '__version__', '?')}, Python "
+    out(f"STRIVE-D self-test (strived {api.__version__}, Python "
         f"{sys.version.split()[0]}, Qt platform {app.platformName()}, {_bundle_info()})")
     for name, ok, how in capabilities():
         out(f"  offline: {'yes' if ok else 'no '} {name} ({how})")
@@ -83,7 +82,7 @@ def run_self_test(out=print, keep: bool = False) -> int:
 
 def _render_clips(clips: Path, out) -> None:
     """Two generated 10 s clips (a left turn, a cut-in from the right) and the camera.json into ``clips``."""
-    from strived.sample import CAMERA_JSON, render_clip, sample_scenarios
+    from strived.api import CAMERA_JSON, render_clip, sample_scenarios
 
     clips.mkdir()
     (clips / "camera.json").write_text(json.dumps(CAMERA_JSON))
@@ -100,11 +99,8 @@ def _check_engine(clips: Path, lib_dir: Path, q: str, out, check) -> None:
     ``q`` ranks the left turn first by the rule source."""
     import numpy as np
 
-    from strived import engine
-    from strived.errors import StrivedError
-    from strived.indexing.job import index_folder
-    from strived.retrieval.sources import ensure_text_index
-    from strived.store.library import Library
+    from strived import api
+    from strived.api import Library, StrivedError, ensure_text_index, index_folder
 
     with Library.open(lib_dir, create=True) as lib:
         t0 = time.perf_counter()
@@ -128,7 +124,7 @@ def _check_engine(clips: Path, lib_dir: Path, q: str, out, check) -> None:
         except StrivedError as e:
             ensure_text_index(lib, dense=False)
             out(f"  text index: BM25 only (dense unavailable: {e})")
-        resp = engine.search(lib, q, top_k=5)
+        resp = api.search(lib, q, top_k=5)
         out(f"  engine.search({q!r}): rule {resp.match.get('event')} ({resp.match.get('mode')}), "
             f"sources {resp.sources_used}, {resp.timings_ms.get('total', 0):.0f} ms; "
             f"notices {resp.notices}")

@@ -68,7 +68,7 @@ class AppSettings:
 
     def llm_config(self):
         """The engine's LLMConfig: file/env as the CLI reads them, overridden by the app's fields."""
-        from strived.llm.config import load_llm_config
+        from strived.api import load_llm_config
 
         over = {}
         if self.llm_base_url:
@@ -115,7 +115,7 @@ def _folder_key(folder: str) -> str:
 def load_rule_library(path: str):
     """The RuleLibrary at ``path``; raises RuleLibraryError (a readable message) when it is not
     one (missing, not JSON, not a rule library, an invalid rule)."""
-    from strived.rulelib.library import RuleLibrary, RuleLibraryError
+    from strived.api import RuleLibrary, RuleLibraryError
 
     try:
         return RuleLibrary.load(path)
@@ -358,7 +358,7 @@ class SettingsDialog(QDialog):
         if self.key_edit.isEnabled() and self.key_edit.text():
             import keyring
 
-            from strived.llm.config import KEYRING_SERVICE, KEYRING_USER
+            from strived.api import KEYRING_SERVICE, KEYRING_USER
 
             keyring.set_password(KEYRING_SERVICE, KEYRING_USER, self.key_edit.text())
             self.key_edit.clear()
@@ -415,9 +415,7 @@ def check_llm_endpoint(base_url: str, model: str, timeout_s: float = 5.0) -> str
     """Ask the endpoint for a tiny JSON object; a readable one-line verdict (runs in a worker)."""
     if not base_url:
         return "✗ no base URL: the app works offline (library matcher and adapter)"
-    from strived.llm.client import LLMClient
-    from strived.llm.config import load_llm_config
-    from strived.llm.errors import LLMError
+    from strived.api import LLMClient, LLMError, load_llm_config
 
     try:
         cfg = load_llm_config(base_url=base_url, model=model, enabled=True, timeout_s=timeout_s)

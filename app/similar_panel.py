@@ -46,7 +46,7 @@ def used_text(sim) -> str:
 def moments_response(library, sim):
     """A SearchResponse listing the moments of ``sim`` (a SimilarResponse): each hit's span and
     track are the moment's; ``match["similar"]`` holds the example (the model's Signals column)."""
-    from strived.engine import SearchHit, SearchResponse
+    from strived.api import SearchHit, SearchResponse
 
     dense = sim.used.get("dense") or {}
     n_dense = dense.get("videos") or None
@@ -70,7 +70,7 @@ def moments_response(library, sim):
 def similar_job(library, video_id: str, t0: float, t1: float, track_id: int | None, *,
                 top_k: int = TOP_K, progress=None, cancel=None):
     """``more_like_this`` on the library worker's connection: (SimilarResponse, SearchResponse)."""
-    from strived.similar import more_like_this
+    from strived.api import more_like_this
 
     sim = more_like_this(library, video_id, t0, t1, track_id, top_k=top_k, progress=progress,
                          cancel=cancel)

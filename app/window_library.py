@@ -1,11 +1,14 @@
-"""The main window's library side: open or create a library, browse it, index folders (with the
-confirmation), and the footage maintenance (missing, moved, removed videos)."""
+"""The main window's library side: open or create a library, browse it (the Library tab), index
+folders (with the confirmation; the Indexing dock), and the footage maintenance (missing, moved,
+removed videos)."""
 
 from __future__ import annotations
 
 import os
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
+    QDockWidget,
     QFileDialog,
     QInputDialog,
     QMessageBox,
@@ -13,6 +16,8 @@ from PySide6.QtWidgets import (
 
 from . import library_ops as ops
 from .connections import LibraryConnections, library_job
+from .index_panel import IndexPanel
+from .library_view import LibraryView
 from .welcome import default_library_for
 from .workers import Worker
 
@@ -20,9 +25,7 @@ from .workers import Worker
 def index_job(folder: str, library_folder: str, *, sample_fps: float, device: str,
               detector_path: str = "", embedder_dir: str = "", progress=None, cancel=None):
     """Indexing on its own library connection (the UI keeps reading on its own)."""
-    from strived.indexing.job import index_folder
-    from strived.perception.detect import detector_spec_for_path
-    from strived.store.library import Library
+    from strived.api import Library, detector_spec_for_path, index_folder
 
     lib = Library.open(library_folder)
     try:
@@ -30,7 +33,7 @@ def index_job(folder: str, library_folder: str, *, sample_fps: float, device: st
                            detector=detector_spec_for_path(detector_path), progress=progress,
                            cancel=cancel)
         if not rep.cancelled and len(lib):
-            from strived.indexing.text_process import build_text_index_in_process
+            from strived.api import build_text_index_in_process
 
             # BM25, dense, rule features: in a process of its own (loading the embedder in this
             # one held the interpreter lock long enough to freeze the window for ~300 ms)
@@ -43,25 +46,25 @@ def index_job(folder: str, library_folder: str, *, sample_fps: float, device: st
 
 def missing_job(library) -> list:
     """Videos of the library whose file is gone (``strived.maintenance.footage``)."""
-    from strived.maintenance.footage import missing_videos
+    from strived.api import missing_videos
 
     return missing_videos(library)
 
 
 def find_moved_job(library, folder: str):
-    from strived.maintenance.footage import find_moved
+    from strived.api import find_moved
 
     return find_moved(library, folder)
 
 
 def relink_job(library, old: str, new: str):
-    from strived.maintenance.footage import relink
+    from strived.api import relink
 
     return relink(library, old, new)
 
 
 def remove_job(library, video_ids: list[str]) -> list[str]:
-    from strived.maintenance.footage import remove_videos
+    from strived.api import remove_videos
 
     return remove_videos(library, video_ids)
 
@@ -90,11 +93,29 @@ def _overview(library) -> tuple[list[dict], int]:
 class LibraryControl:
     """Mixed into ``MainWindow`` (app/main_window.py): its attributes are the window's."""
 
+    def _build_library_tab(self) -> None:
+        """The Library tab: every video of the library (double-click plays it in Inspect)."""
+        self.library_view = LibraryView(self)
+        self.library_view.open_requested.connect(self.browse_video)
+
+    def _build_index_dock(self) -> None:
+        """The indexing panel, docked at the bottom (hidden until indexing starts)."""
+        self.index_panel = IndexPanel(self)
+        self.index_dock = QDockWidget("Indexing", self)
+        self.index_dock.setWidget(self.index_panel)
+        self.index_dock.setObjectName("indexDock")
+        self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.index_dock)
+        self.index_dock.hide()
+        act_dock = self.index_dock.toggleViewAction()
+        act_dock.setText("Indexing panel")
+        self.m_view.insertAction(self.menus["Playback"].menuAction(), act_dock)
+        self.index_panel.cancel_requested.connect(self.cancel_indexing)
+
     # ------------------------------------------------------------------ library
     def open_library(self, folder: str, create: bool = False, ask: bool = True) -> bool:
         """Open the library in ``folder``. A folder without a library: a video folder is offered
         for indexing (its library is kept apart), an empty one for a new library."""
-        from strived.store.library import DB_NAME, Library
+        from strived.api import DB_NAME, Library
 
         if not create and ask and os.path.isdir(folder) and \
                 not os.path.exists(os.path.join(folder, DB_NAME)):
@@ -130,7 +151,7 @@ class LibraryControl:
     def _offer_library_for(self, folder: str) -> bool:
         """``folder`` holds no library: index its videos (a library of their own), or create one."""
         try:
-            from strived.perception.video import survey_videos
+            from strived.api import survey_videos
 
             # bounded: a home folder can hold millions of files (the count is then a lower bound)
             sv = survey_videos(folder, time_budget_s=0.5)
@@ -495,7 +516,7 @@ class LibraryControl:
         """Count the videos under ``folder`` in a worker, then ask before ``then(folder)`` starts:
         Enter in a folder dialog accepts the folder it opened in (a home folder, say), and a whole
         tree must not start indexing without the user seeing what it holds."""
-        from strived.perception.video import survey_videos
+        from strived.api import survey_videos
 
         w = Worker(survey_videos, folder, pass_progress=False, pass_cancel=False, name="survey")
         w.signals.finished.connect(lambda res, f=folder: self._ask_index(f, res, then))

@@ -1,11 +1,11 @@
-"""The main window's review side: relevance marks with undo/redo, compare, export, the results'
-context menu."""
+"""The main window's review side: relevance marks with undo/redo, revealing a result's file, the
+results' context menu (compare: app/window_compare.py; export: app/window_export.py)."""
 
 from __future__ import annotations
 
 import os
 
-from PySide6.QtCore import Qt, QUrl
+from PySide6.QtCore import QUrl
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
     QApplication,
@@ -14,25 +14,6 @@ from PySide6.QtWidgets import (
 )
 
 from . import library_ops as ops
-from .connections import library_job
-from .workers import Worker
-
-
-def compare_job(library, items: list[dict]) -> list[dict]:
-    """Records and the rule's explanation of each compared video (the plots under the players)."""
-    from strived import engine
-
-    out = []
-    for it in items:
-        it = dict(it)
-        it["records"] = library.get_video(it["video_id"])
-        try:
-            it["explanation"] = engine.explain(library, it["video_id"], it["rule"]) \
-                if it.get("rule") else None
-        except Exception as exc:  # noqa: BLE001 - a clip without a plot is still compared
-            it["explanation"], it["explain_error"] = None, str(exc)
-        out.append(it)
-    return out
 
 
 def _text_editor(fw):
@@ -50,7 +31,7 @@ def _text_editor(fw):
 class ReviewControl:
     """Mixed into ``MainWindow`` (app/main_window.py): its attributes are the window's."""
 
-    # ------------------------------------------------------------------ marks, compare, export
+    # ------------------------------------------------------------------ marks
     def selected_rows(self) -> list[int]:
         return sorted({ix.row() for ix in self.table.selectionModel().selectedRows()})
 
@@ -121,106 +102,6 @@ class ReviewControl:
         elif doc.isRedoAvailable() if redo else doc.isUndoAvailable():
             self.tabs.setCurrentWidget(self.rule_editor)
             self.rule_editor.text.redo() if redo else self.rule_editor.text.undo()
-
-    def compare_selected(self) -> None:
-        rows = self.selected_rows()
-        if len(rows) < 2:
-            rows = list(range(min(2, len(self.model.hits))))
-        items = []
-        for r in rows:
-            h = self.model.hit(r)
-            if h is not None and h.path and os.path.exists(h.path):
-                items.append({"path": h.path, "span_s": h.span_s, "video_id": h.video_id,
-                              "title": f"#{h.rank} {os.path.basename(h.path)}",
-                              "rule": self.response.rule_for(h.video_id) if self.response else None,
-                              "peak_track": h.peak_track})
-        if len(items) < 2:
-            self.presenter.notice("Compare needs two results with video files.")
-            return
-        self.player.pause()
-        self.compare.show_loading(len(items))
-        self.tabs.setCurrentWidget(self.compare)
-        w = Worker(library_job, self.conns, compare_job, items, pass_progress=False,
-                   pass_cancel=False, name="compare")
-        w.signals.finished.connect(lambda res, w=w: self._on_compare_loaded(w, res))
-        w.signals.errored.connect(lambda exc, tb, w=w: self.presenter.present(
-            "Cannot compare", exc, tb) if w is self._compare_worker else None)
-        self._compare_worker = self.jobs.submit(w)
-
-    def _on_compare_loaded(self, worker, items) -> None:
-        if worker is not self._compare_worker:
-            return
-        self.compare.set_items(items)
-        self.compare.setFocus(Qt.FocusReason.OtherFocusReason)
-        self.compare_ready.emit()
-
-    def export_results(self) -> None:
-        """Export the selected results (all of them when one or none is selected)."""
-        if self.response is None:
-            return
-        rows_sel = self.selected_rows()
-        ids = [self.model.hit(r).video_id for r in rows_sel] if len(rows_sel) > 1 else None
-        self._open_export(ids, "Export results")
-
-    def export_marked_results(self) -> None:
-        """File → Export marked results: every result of this search marked relevant (R)."""
-        if self.response is None:
-            return
-        ids = [h.video_id for h in self.model.hits if self.model.marks.get(h.video_id) is True]
-        if not ids:
-            self.statusBar().showMessage("No result of this search is marked relevant (R): "
-                                         "nothing to export.", 8000)
-            return
-        self._open_export(ids, f"Export the {len(ids)} marked result{'s' if len(ids) != 1 else ''}")
-
-    def _open_export(self, ids: list[str] | None, title: str):
-        from strived.export import clip_rows, library_versions
-
-        from .export_dialog import ExportDialog
-
-        rows = clip_rows(self.response, self.library, video_ids=ids, marks=self.model.marks)
-        ctx = {"query": self.response.query, "rule": self.response.rule,
-               "weights": self.response.weights, "match": self.response.match,
-               "library": self.library_path, **library_versions(self.library)}
-        lead = (self.settings._get("export/lead_in_s", 0.0, float),
-                self.settings._get("export/lead_out_s", 0.0, float))
-        d = ExportDialog(rows, ctx, self.settings._get("export/folder", ""), parent=self,
-                         extents=ops.video_extents(self.library, [r["video_id"] for r in rows]),
-                         title=title, lead_s=lead)
-        d.exported.connect(lambda rep, d=d: self._on_exported(d, rep))
-        self.export_dialog = d
-        d.show()
-        return d
-
-    def _on_exported(self, dialog, report) -> None:
-        """Remember what was exported (the "Exp." column) and the dialog's choices."""
-        import datetime
-
-        q = self.settings.q
-        folder = dialog.folder.text().strip()
-        q.setValue("export/folder", folder)
-        q.setValue("export/lead_in_s", dialog.lead_in.value())
-        q.setValue("export/lead_out_s", dialog.lead_out.value())
-        if self.library is None:
-            return
-        skipped = {vid for vid, _why in report.skipped}
-        done = [r for r in dialog.exported_rows if r["video_id"] not in skipped]
-        clips = list(report.clips) if len(report.clips) == len(done) else [None] * len(done)
-        at = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
-        entries = [{"video_id": r["video_id"], "at": at, "folder": folder, "clip": c,
-                    "start_s": r["start_s"], "end_s": r["end_s"], "query": r.get("query")}
-                   for r, c in zip(done, clips)]
-        if not report.files and not report.clips:
-            return
-        from strived.errors import StrivedError
-
-        try:
-            self.model.set_exports(ops.record_exports(self.library, entries))
-        except StrivedError as exc:          # a read-only or busy library: the files are written
-            self.statusBar().showMessage(f"Exported {len(entries)} result(s) to {folder}; not "
-                                         f"marked as exported in the library ({exc}).", 12000)
-            return
-        self.statusBar().showMessage(f"Exported {len(entries)} result(s) to {folder}.", 8000)
 
     def reveal_current_file(self) -> bool:
         """Show the selected result's file in the system's file manager (its folder)."""

@@ -85,7 +85,7 @@ class Worker(QRunnable):
             self.signals.progressed.emit(ev)
 
     def run(self) -> None:  # noqa: D401 - QRunnable API
-        from strived.errors import Cancelled
+        from strived.api import Cancelled
 
         self.signals.started.emit()
         kwargs = dict(self.kwargs)

@@ -163,7 +163,7 @@ def test_form_edits_a_gate_held_for_seconds(qtbot):
     ed.set_rule(hand_rule("ego_stationary"))
     assert ed.tabs.currentWidget() is form and form.gate_rows[0].widgets["min_seconds"].text() == "3.0"
     # the inspector's gate line says how long it held, and when
-    from app.main_window import gate_witness_text
+    from app.window_inspect import gate_witness_text
 
     line = gate_witness_text({"gate": "speed < 0.5 held for ≥3 s", "met": True, "track": -1, "cls": "ego",
                               "first_s": 14.0, "last_s": 19.9, "held_s": 5.9, "fraction": 0.3})
@@ -332,7 +332,7 @@ def _add_many_tracks(library_folder):
 
 def test_timeline_shows_all_200_tracks_and_a_click_selects_one(qtbot, window, library_copy):
     from app.player import TRACK_COLORS
-    from app.timeline import MAX_TRACKS
+    from app.timeline_text import MAX_TRACKS
 
     _add_many_tracks(library_copy)
     w = window

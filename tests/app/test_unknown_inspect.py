@@ -57,7 +57,7 @@ def test_inspect_says_unknown_not_zero(qtbot, window, tmp_path):
 
 
 def test_step_text_says_what_was_measured():
-    from app.timeline import step_text
+    from app.timeline_text import step_text
 
     one = {"step": 0, "name": "lead brakes", "track": 3, "cls": "car", "span_s": [2.0, 3.5]}
     two = {"step": 1, "name": "ego brakes", "track": -1, "cls": None, "span_s": [3.0, 3.0]}

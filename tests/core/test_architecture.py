@@ -19,7 +19,7 @@ print("QT", qt)
 
 LAZY = r"""
 import sys
-import strived.cli, strived.engine, strived.store, strived.rules, strived.evaluation.runner
+import strived.cli, strived.engine, strived.store, strived.rules, strived.evaluation.runner, strived.api
 strived.cli.build_parser()
 heavy = sorted(k for k in ("torch", "transformers", "openai", "hnswlib", "cv2", "ray", "xllamacpp", "PySide6")
                if k in sys.modules)
