@@ -20,7 +20,7 @@ def main() -> None:
     args = ap.parse_args()
     from strived.rules.scorer import RuleScorer
     from strived.rulelib.fit.calibrate import calibrate_library
-    from strived.rulelib.events import EVENT_KEYS
+    from strived.events import EVENT_KEYS
     from strived.rulelib.resolve import resolve_rule
     from strived.rulelib.library import load_default_library
     from strived.rulelib.fit.synthetic import synthetic_corpus

@@ -31,7 +31,7 @@ from strived.evaluation.synth import make_video  # noqa: E402
 from strived.rules import RuleScorer, parse_rule  # noqa: E402
 from strived.rules.columns import TrackColumns  # noqa: E402
 from strived.rules.reference import score_video  # noqa: E402
-from strived.rulelib.events import EVENTS  # noqa: E402
+from strived.events import EVENTS  # noqa: E402
 
 SINGLE = {"event": "ego_brake", "entity": {"role": "ego"}, "hard_gates": [{"field": "accel", "op": "lt", "value": -1.0}],
           "soft_scores": [{"type": "temporal_change", "field": "speed", "window_seconds": 4.0, "magnitude": 6.0,

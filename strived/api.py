@@ -38,7 +38,7 @@ if TYPE_CHECKING:           # the names below, for type checkers and readers
     from .perception.video import survey_videos
     from .retrieval.relevance import describe
     from .retrieval.sources import ensure_text_index
-    from .rulelib.events import EVENT_KEYS, EVENTS
+    from .events import EVENT_KEYS, EVENTS
     from .rulelib.library import RuleLibrary, RuleLibraryError
     from .rules.explain import gate_witnesses
     from .rules.model import (EGO_FIELDS, FIELD_UNITS, KNOWN_CLASSES, OBJECT_FIELDS, OPS,
@@ -79,7 +79,7 @@ SEARCH = {"SearchHit": "engine", "SearchResponse": "engine", "describe": "retrie
 RULES = {"parse_rule": "rules.model", "rule_schema": "rules.model", "EGO_FIELDS": "rules.model",
          "OBJECT_FIELDS": "rules.model", "FIELD_UNITS": "rules.model", "OPS": "rules.model",
          "KNOWN_CLASSES": "rules.model", "field_hints": "rules.stats", "hint_text": "rules.stats",
-         "EVENTS": "rulelib.events", "EVENT_KEYS": "rulelib.events",
+         "EVENTS": "events", "EVENT_KEYS": "events",
          "RuleLibrary": "rulelib.library", "RuleLibraryError": "rulelib.library"}
 
 #: Marks and learning: the marks counted per event, a rule's numbers refitted from them, the

@@ -207,7 +207,7 @@ def _base_and_provenance(args, vids: list[str], labels, lib) -> tuple:
     if args.update:
         from ..rulelib.library import RuleLibrary
         base = RuleLibrary.load(args.update)
-        from ..rulelib.events import EVENTS as _ALL
+        from ..events import EVENTS as _ALL
         from ..rulelib.library import LibraryEntry, _canonical
         for ev in _ALL:           # events added to the inventory since the file was written
             if ev.key not in base.entries:

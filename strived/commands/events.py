@@ -18,7 +18,7 @@ def register(sub) -> None:
 def cmd_events(args) -> int:
     import json
 
-    from ..rulelib.events import EVENTS, get_event
+    from ..events import EVENTS, get_event
     from ..rulelib.library import load_default_library
 
     lib = load_default_library(profile=args.profile)

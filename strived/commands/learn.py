@@ -30,7 +30,7 @@ def register(sub) -> None:
 
 def _event(key: str) -> str:
     from ..errors import StrivedError
-    from ..rulelib.events import get_event
+    from ..events import get_event
 
     try:
         return get_event(key).key

@@ -31,7 +31,7 @@ Queries (queries.json), in source order; relevant / ambiguous / spans are mapped
 ids (span times are unchanged) and a query left with no relevant mirrored item is dropped:
 
 * A query *has a side* when its ``event`` key has a ``left`` or ``right`` word (``cut_in_left``,
-  ``overtaken_right``, ``ego_turn_left``: every such key of `strived.rulelib.events.EVENT_KEYS`
+  ``overtaken_right``, ``ego_turn_left``: every such key of `strived.events.EVENT_KEYS`
   and of the source's queries) or when its text says ``left`` / ``right``.
 * A query without a side keeps its id, text and event.
 * A sided query's event swaps ``left`` <-> ``right`` (``cut_in_left`` -> ``cut_in_right``). If a
@@ -123,7 +123,7 @@ def _unique_id(base: str, taken: set[str]) -> str:
 def mirror_queries(queries: list[dict], id_map: dict[str, str]) -> tuple[list[dict], list[str]]:
     """The mirrored queries (module docstring) of raw queries.json entries, and notes (dropped
     queries, swapped events the library does not know). ``id_map``: original -> mirrored item id."""
-    from ..rulelib.events import EVENT_KEYS
+    from ..events import EVENT_KEYS
 
     known = set(EVENT_KEYS) | {q.get("event") for q in queries if q.get("event")}
     source_ids = {q["id"] for q in queries}

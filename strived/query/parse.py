@@ -2,7 +2,7 @@
 composition parser, the adapter and the fusion router read.
 
 What it reads (the word lists are in `vocabulary`; the phrases naming each event are each event's
-``lexicon`` in the inventory, `strived.rulelib.events`):
+``lexicon`` in the inventory, `strived.events`):
 
 * candidate events, negation-aware, with their evidence (`extract_events_lexicon`, also the
   caption labeller of calibration): "no collision" names no collision; a negator governs at most
@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ..rulelib.events import EVENTS
+from ..events import EVENTS
 from . import vocabulary as V
 
 _COMPILED: dict[str, list[re.Pattern]] = {

@@ -3,7 +3,7 @@
 `parse.parse_query` applies these lists to a query; the matcher, composition, adapter and router
 read the parsed value (`ParsedQuery`), never these lists directly. The event phrases themselves
 (which words name a cut-in, a hard brake, ...) live with each event in the inventory
-(`strived.rulelib.events`, the ``lexicon`` of each `EventDef`).
+(`strived.events`, the ``lexicon`` of each `EventDef`).
 
 Lists are regular expressions over lower-cased text (``\\b``-bounded) or sets of surface words.
 A longer phrase is listed before its prefix ("ego car" before "ego") so that a span covers it.

@@ -23,7 +23,7 @@ import copy
 
 from ..query import ParsedQuery, as_parsed, parse_query
 from ..rules.model import parse_rule
-from .events import as_step, get_event
+from ..events import as_step, get_event
 from .lexicon import EGO_OTHER, OTHER_EGO
 from .matcher import MatchResult
 

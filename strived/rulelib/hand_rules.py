@@ -100,7 +100,7 @@ HAND_RULES: dict[str, dict] = {
                         _g("yaw_rate", "lt", 0.08, 0.95), _g("yaw_rate", "gt", -0.08, 0.95)], []),
     # standing still, waiting (a light, a queue): below walking pace (0.5 m/s) for 3 s unbroken, in
     # a clip of any length; a rolling stop or a stop-line pause lasts ~1-2 s (the inventory form's
-    # reasoning: strived/rulelib/events.py, ego_stationary)
+    # reasoning: strived/events.py, ego_stationary)
     "ego_stationary": _ego([_g("speed", "lt", 0.5, secs=3.0)], []),
 }
 

@@ -7,7 +7,7 @@ calibration (`fit/weak_labels.py`)."""
 from __future__ import annotations
 
 from ..query import extract_events_lexicon
-from .events import EVENTS, get_event
+from ..events import EVENTS, get_event
 
 __all__ = ["EGO_OTHER", "OTHER_EGO", "extract_events_lexicon", "most_specific"]
 

@@ -22,7 +22,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import StrivedError
-from .events import EVENTS, get_event
+from ..events import EVENTS, get_event
 
 FORMAT = "strived.rule_library/1"
 BASE_VERSION = "1.0"
@@ -83,7 +83,7 @@ class RuleLibrary:
         """Every inventory event with its starting numbers (nothing fitted); the ``video``
         profile's object events use their video forms (`events.video_form`: gates on the
         moving track)."""
-        from .events import video_form
+        from .video_forms import video_form
 
         entries = {}
         for ev in EVENTS:

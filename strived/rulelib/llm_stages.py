@@ -15,7 +15,7 @@ import json
 
 from ..llm.prompting import DATA_NOTICE, quote_data
 from ..rules.model import parse_rule, rule_schema
-from .events import EVENTS, get_event
+from ..events import EVENTS, get_event
 from .matcher import CONDITION_CAP, MatchResult
 
 EVENT_INVENTORY = "\n".join(f"- {e.key}: {e.description}" + (f" (weak: {e.weakness})" if e.weakness else "")

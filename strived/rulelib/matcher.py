@@ -46,7 +46,7 @@ from pathlib import Path
 from ..query import ParsedQuery, as_parsed, query_text
 from ..query import vocabulary as V
 from .compose import COMPOSITES, Composition, compose_query, part_events
-from .events import EVENTS, get_event
+from ..events import EVENTS, get_event
 from .lexicon import EGO_OTHER, OTHER_EGO, most_specific
 
 TAU_REUSE = 0.6

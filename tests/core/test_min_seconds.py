@@ -54,7 +54,8 @@ def test_standing_still_6s_at_the_end_of_a_drive_is_found_a_1s_pause_is_not():
     # the share of the clip never finds it: 6 s of 20 s is 30 %
     assert _both(recs, STILL_80PC) == {"end_stop": 0.0, "pause": 0.0, "two_short": 0.0}
     # the shipped forms (inventory and hand rule) find it too
-    from strived.rulelib.events import starting_rule, video_form
+    from strived.events import starting_rule
+    from strived.rulelib.video_forms import video_form
     from strived.rulelib.hand_rules import hand_rule
 
     for form in (starting_rule("ego_stationary"), video_form("ego_stationary"),
@@ -167,7 +168,8 @@ def test_schema_min_seconds_errors_point_at_the_key():
 
 
 def test_a_step_drops_min_seconds_and_video_forms_keep_the_single_pattern():
-    from strived.rulelib.events import as_step, video_form
+    from strived.events import as_step
+    from strived.rulelib.video_forms import video_form
 
     step = as_step(STILL_3S, "stopped")
     assert "min_seconds" not in step["hard_gates"][0]

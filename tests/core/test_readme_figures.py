@@ -31,7 +31,7 @@ def test_the_generator_notices_a_changed_figure(tmp_path):
 
 
 def test_the_counts_the_readme_states_are_the_codes():
-    from strived.rulelib.events import EVENT_KEYS
+    from strived.events import EVENT_KEYS
     from strived.sample import sample_scenarios
 
     words = {"six": 6, "seven": 7, "eight": 8}

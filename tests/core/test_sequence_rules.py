@@ -245,7 +245,7 @@ def test_fast_equals_reference_on_tiny_and_random():
 
 
 def test_fast_equals_reference_on_real(bench_records):
-    from strived.rulelib.events import EVENTS
+    from strived.events import EVENTS
 
     lib_seq = [e.form for e in EVENTS if "sequence" in e.form]
     assert len(lib_seq) >= 4

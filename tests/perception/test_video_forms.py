@@ -1,12 +1,12 @@
 """Video-profile rule forms: on perceived video an object event's gates must hold on the track
-that moves (strived.rulelib.events.video_form), not on any track of the clip."""
+that moves (strived.events.video_form), not on any track of the clip."""
 
 import pytest
 
 from strived.records import VideoInfo, VideoRecords
 from strived.rulelib import library as L
-from strived.rulelib.events import (EVENT_KEYS, VIDEO_JOLT, VIDEO_JOLT_GAP_S, VIDEO_SPEED_FLOOR_MPS, VIDEO_STAY_S,
-                                    starting_rule, video_form)
+from strived.events import EVENT_KEYS, starting_rule
+from strived.rulelib.video_forms import VIDEO_JOLT, VIDEO_JOLT_GAP_S, VIDEO_SPEED_FLOOR_MPS, VIDEO_STAY_S, video_form
 from strived.rules.model import parse_rule
 from strived.rules.scorer import RuleScorer
 

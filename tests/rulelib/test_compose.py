@@ -8,7 +8,7 @@ import pytest
 from strived.rules import RuleScorer, parse_rule
 from strived.rulelib.fit.calibrate import calibrate_event
 from strived.rulelib.compose import split_query
-from strived.rulelib.events import EVENTS, get_event
+from strived.events import EVENTS, get_event
 from strived.rulelib.library import RuleLibrary, load_default_library
 from strived.rulelib.fit.optimizer import canonical_form, param_space
 from strived.rulelib.resolve import resolve_rule

@@ -1,6 +1,6 @@
 """Events with too few positives take the numbers they share with their calibrated parent."""
 
-from strived.rulelib.events import video_form
+from strived.rulelib.video_forms import video_form
 from strived.rulelib.fit.calibrate import _inherit_from_parents, inherit_numbers
 from strived.rulelib.library import LibraryEntry
 from strived.rules import parse_rule

@@ -8,7 +8,7 @@ from strived.llm.local_server import free_port
 from strived.rules.model import parse_rule
 from strived.rules.scorer import RuleScorer
 from strived.rulelib.fit.calibrate import calibrate_event
-from strived.rulelib.events import EVENT_KEYS
+from strived.events import EVENT_KEYS
 from strived.rulelib.library import RuleLibrary
 from strived.rulelib.fit.llm_fit import extract_events_llm, llm_extractor
 from strived.rulelib.llm_stages import match_llm

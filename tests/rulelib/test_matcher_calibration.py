@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from strived.rulelib import matcher as M
-from strived.rulelib.events import EVENT_KEYS
+from strived.events import EVENT_KEYS
 from strived.rulelib.matcher import (CALIBRATION_PATH, FEATURES, TAU_REUSE, MatcherCalibration,
                                      evaluate_rows, fit_calibration, labelled_rows, match_offline)
 from strived.rulelib.resolve import resolve_rule

@@ -4,7 +4,7 @@ import csv
 
 import pytest
 
-from strived.rulelib.events import EVENTS, EVENT_KEYS, PAPER_EVENT_KEYS
+from strived.events import EVENTS, EVENT_KEYS, PAPER_EVENT_KEYS
 from strived.rulelib.fit.weak_labels import (WeakLabelError, extract_events_lexicon,
                                          labels_from_benchmark, labels_from_captions,
                                          load_label_file)

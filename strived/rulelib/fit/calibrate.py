@@ -25,7 +25,7 @@ import numpy as np
 from ...errors import RuleError
 from ...jobs import CancelFn, ProgressFn, check_cancel, report
 from ...rules.model import parse_rule
-from ..events import get_event
+from ...events import get_event
 from .optimizer import OptimizerProposer, canonical_form, grid_distance
 from .weak_labels import WeakLabels
 
@@ -350,7 +350,7 @@ def calibrate_library(scorer, labels: WeakLabels, events: list[str] | None = Non
     """
     import datetime
 
-    from ..events import EVENT_KEYS
+    from ...events import EVENT_KEYS
     from ..library import LibraryEntry, RuleLibrary
 
     base = base or RuleLibrary.uncalibrated()
@@ -478,7 +478,7 @@ def _inherit_from_parents(entries: dict, skip: set = frozenset()) -> None:
     (e.g. a rear-end is a collision with the car ahead: ranging at contact range fails the same
     way), and the parent's numbers were fitted on several positives instead of none. ``skip``: events
     whose own labels were judged (they keep what that judgement chose)."""
-    from ..events import EVENT_KEYS, get_event
+    from ...events import EVENT_KEYS, get_event
 
     for key, e in list(entries.items()):
         ev = get_event(key) if key in EVENT_KEYS else None

@@ -19,7 +19,7 @@ import numpy as np
 from ...jobs import CancelFn, ProgressFn, check_cancel, report
 from ...rules.model import parse_rule
 from .calibrate import average_precision_pessimistic, calibrate_event
-from ..events import EVENT_KEYS, get_event
+from ...events import EVENT_KEYS, get_event
 from .optimizer import canonical_form
 from .weak_labels import WeakLabels
 

@@ -24,7 +24,7 @@ import numpy as np
 from ...errors import StrivedError
 from ...jobs import CancelFn, ProgressFn, check_cancel, report
 from ...rules.model import parse_rule
-from ..events import EVENT_KEYS
+from ...events import EVENT_KEYS
 from .calibrate import MIN_POSITIVES, average_precision_pessimistic, calibrate_event
 from .optimizer import canonical_form, get_at, param_space
 from .weak_labels import WeakLabels, mark_rows
@@ -211,7 +211,7 @@ def learn_event(library, event: str, *, profile: str | None = None, seed: int = 
 
     t0 = time.perf_counter()
     if event not in EVENT_KEYS:
-        from ..events import get_event
+        from ...events import get_event
         get_event(event)               # raises KeyError with suggestions
     marks, unused, profile = event_marks(library, event, profile)
     pos, neg = check_marks(event, marks)

@@ -8,7 +8,7 @@ import json
 
 from ...llm.prompting import DATA_NOTICE, quote_data
 from ...rules.model import parse_rule
-from ..events import EVENT_KEYS, get_event
+from ...events import EVENT_KEYS, get_event
 from ..llm_stages import EVENT_INVENTORY, FIELDS_DOC
 from .optimizer import canonical_form, get_at, param_space, set_at
 

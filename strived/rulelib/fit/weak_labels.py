@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import StrivedError
-from ..events import EVENT_KEYS, get_event
+from ...events import EVENT_KEYS, get_event
 from ..lexicon import extract_events_lexicon  # noqa: F401  (the caption extractor; re-exported)
 
 

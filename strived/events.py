@@ -13,6 +13,7 @@ has ``loc_x`` rising towards 0 (direction "positive"), from the right falling to
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 
 VEHICLES = ["car", "truck", "bus", "motorcycle"]
@@ -76,7 +77,7 @@ def _ev(key, name, description, entity, gates, scores, lexicon, examples=(), wea
                     tuple(lexicon), tuple(examples), weakness, paper, parent, subj, tuple(tags))
 
 
-def _step(name, entity, gates, scores, gap=None, same_track=False, weight=1.0) -> dict:
+def make_step(name, entity, gates, scores, gap=None, same_track=False, weight=1.0) -> dict:
     d = {"name": name, "entity": entity, "hard_gates": gates, "soft_scores": scores,
          "weight": float(weight)}
     if gap is not None:
@@ -104,14 +105,12 @@ def as_step(rule: dict, name: str | None = None, gap=None, same_track: bool = Fa
     without what a step cannot carry (consensus aggregation, ``min_fraction``; a gate's
     ``min_time_fraction`` or ``min_seconds`` becomes a per-frame condition at the step's anchor:
     a step is realised at one time)."""
-    import copy
-
     ent = dict(copy.deepcopy(rule.get("entity") or {}))
     ent["agg_mode"] = "any"
     gates = [{k: v for k, v in g.items() if k not in ("min_time_fraction", "min_seconds")}
              for g in rule.get("hard_gates", [])]
     softs = [{k: v for k, v in c.items() if k != "min_fraction"} for c in rule.get("soft_scores", [])]
-    return _step(name or rule.get("event") or "step", ent, copy.deepcopy(gates), copy.deepcopy(softs),
+    return make_step(name or rule.get("event") or "step", ent, copy.deepcopy(gates), copy.deepcopy(softs),
                  gap, same_track)
 
 
@@ -468,7 +467,6 @@ def get_event(key: str) -> EventDef:
 
 def starting_rule(key: str) -> dict:
     """A deep copy of the event's rule form with its uncalibrated starting numbers."""
-    import copy
     return copy.deepcopy(get_event(key).form)
 
 
@@ -478,7 +476,7 @@ def starting_rule(key: str) -> dict:
 # (docs/rules.md, "Sequences"). Lexicons name the composed phrasing; the matcher also composes
 # queries from their parts ("X then Y", "Y after X", "X without Y": see compose.py).
 
-_BRAKES = _step("ego brakes", _ent("ego"), [_gate("accel", "lt", -1.0)],
+_BRAKES = make_step("ego brakes", _ent("ego"), [_gate("accel", "lt", -1.0)],
                 [_tc("speed", 3, 4.0, "negative")])
 _VEH_AHEAD = _ent(classes=FOUR_WHEEL + ["motorcycle"])
 
@@ -500,7 +498,7 @@ EVENTS = EVENTS + (
         subject="ego", tags=("ego", "longitudinal")),
     _seq_ev("lead_brake_then_ego_brake", "lead brakes, then ego brakes",
             "The vehicle ahead in the ego lane brakes, and then the ego vehicle brakes.",
-            [_step("lead brakes", _ent(classes=FOUR_WHEEL),
+            [make_step("lead brakes", _ent(classes=FOUR_WHEEL),
                    [_gate("distance", "lt", 40.0), _gate("abs_loc_x", "lt", 1.5)],
                    [_tc("distance", 3, 6.0, "negative")]),
              {**_BRAKES, "gap": {"min_seconds": 0.0, "max_seconds": 4.0}, "same_track": False}],
@@ -510,7 +508,7 @@ EVENTS = EVENTS + (
             parts=("lead_brake", "ego_brake"), tags=("longitudinal", "sequence")),
     _seq_ev("cut_in_then_ego_brake", "cut-in, then ego brakes",
             "A vehicle cuts into the ego lane ahead, and then the ego vehicle brakes.",
-            [_step("cut-in", _ent(classes=VEHICLES),
+            [make_step("cut-in", _ent(classes=VEHICLES),
                    [_gate("distance", "lt", 30.0), _gate("abs_loc_x", "lt", 1.5)],
                    [_tc("abs_loc_x", 4, 3.0, "negative")]),
              {**_BRAKES, "gap": {"min_seconds": 0.0, "max_seconds": 4.0}, "same_track": False}],
@@ -520,19 +518,19 @@ EVENTS = EVENTS + (
             parts=("cut_in", "ego_brake"), tags=("lateral", "sequence")),
     _seq_ev("cut_in_then_brake", "cut-in, then the same vehicle brakes",
             "A vehicle cuts into the ego lane ahead and then brakes (the same vehicle).",
-            [_step("cut-in", _ent(classes=VEHICLES),
+            [make_step("cut-in", _ent(classes=VEHICLES),
                    [_gate("distance", "lt", 30.0), _gate("abs_loc_x", "lt", 1.5)],
                    [_tc("abs_loc_x", 4, 3.0, "negative")]),
-             _step("it brakes", _ent(classes=VEHICLES), [_gate("abs_loc_x", "lt", 1.5)],
+             make_step("it brakes", _ent(classes=VEHICLES), [_gate("abs_loc_x", "lt", 1.5)],
                    [_tc("distance", 3, 5.0, "negative")], gap=(0.0, 5.0), same_track=True)],
             [r"cut[s]?[- ]?in\w*,? (and )?then (brakes|slams|slows)"],
             ["a car cuts in and then brakes", "a vehicle cuts in front of us and then slows down"],
             parts=("cut_in", "lead_brake"), subject="object", tags=("lateral", "sequence")),
     _seq_ev("stop_then_go", "stop, then go",
             "The ego vehicle slows to a stop and then pulls away again.",
-            [_step("slows", _ent("ego"), [], [_tc("speed", 4, 3.0, "negative")]),
-             _step("stopped", _ent("ego"), [_gate("speed", "lt", 0.5)], [], gap=(0.0, 3.0)),
-             _step("pulls away", _ent("ego"), [], [_tc("speed", 4, 3.0, "positive")],
+            [make_step("slows", _ent("ego"), [], [_tc("speed", 4, 3.0, "negative")]),
+             make_step("stopped", _ent("ego"), [_gate("speed", "lt", 0.5)], [], gap=(0.0, 3.0)),
+             make_step("pulls away", _ent("ego"), [], [_tc("speed", 4, 3.0, "positive")],
                    gap=(0.0, 10.0))],
             [r"(?<!\bin )(?<!\bin heavy )(?<!\bin slow )stop[- ]and[- ]go",
              r"stop\w*,? (and )?then (go|pull|drive|start|move|set)\w*"],
@@ -540,10 +538,10 @@ EVENTS = EVENTS + (
             parts=("sudden_stop", "ego_pull_away"), tags=("ego", "longitudinal", "sequence")),
     _seq_ev("pedestrian_crossing_while_stopped", "pedestrian crosses while the ego is stopped",
             "A pedestrian crosses the road ahead while the ego vehicle stands still.",
-            [_step("pedestrian crosses", _ent(classes=["pedestrian"]),
+            [make_step("pedestrian crosses", _ent(classes=["pedestrian"]),
                    [_gate("distance", "lt", 25.0), _gate("abs_loc_x", "lt", 2.0)],
                    [_tc("loc_x", 4, 4.0)]),
-             _step("ego stopped", _ent("ego"), [_gate("speed", "lt", 0.5)], [], gap=(0.0, 0.0))],
+             make_step("ego stopped", _ent("ego"), [_gate("speed", "lt", 0.5)], [], gap=(0.0, 0.0))],
             [r"pedestrians? (is |are )?(crossing|cross\w*|walk\w* across)[^.;]* while (we|the ego|our car|i)"
              r" (are |is |am )?(stopp\w*|stand\w*|wait\w*|stationary|parked)"],
             ["a pedestrian crosses while we are stopped", "people cross in front while we wait"],
@@ -552,7 +550,7 @@ EVENTS = EVENTS + (
     _seq_ev("ego_brake_no_lead", "ego brakes with no vehicle ahead",
             "The ego vehicle brakes while no vehicle is ahead in its lane (braking for something "
             "else: a junction, a crossing, a light).",
-            [_step("ego brakes", _ent("ego"), [_gate("accel", "lt", -1.0)],
+            [make_step("ego brakes", _ent("ego"), [_gate("accel", "lt", -1.0)],
                    [_tc("speed", 4, 5.0, "negative")])],
             [r"brak\w*[^.;]*(with no|without( a| any)?|no) (car|vehicle|lead\w*|traffic|one)s?"
              r"( (ahead|in front))?",
@@ -568,9 +566,9 @@ EVENTS = EVENTS + (
     _seq_ev("lane_change_clear", "lane change into a clear lane",
             "The ego vehicle changes lanes to the left (steers over, then straightens) while no "
             "vehicle is beside, just ahead or behind it in the target lane.",
-            [_step("steers over", _ent("ego"), [_gate("speed", "gt", 3.0)],
+            [make_step("steers over", _ent("ego"), [_gate("speed", "gt", 3.0)],
                    [_tc("heading", 3, 0.1, "positive")]),
-             _step("straightens", _ent("ego"), [_gate("speed", "gt", 3.0)],
+             make_step("straightens", _ent("ego"), [_gate("speed", "gt", 3.0)],
                    [_tc("heading", 3, 0.1, "negative")], gap=(0.5, 5.0))],
             [r"(lane[- ]?chang\w*|chang\w* lanes?|switch\w* lanes?|moves? over)[^.;]*"
              r"(clear|empty|free|(with no|without( a| any)?|no) (car|vehicle|one|traffic|truck)s?)",
@@ -600,127 +598,3 @@ EVENTS = EVENTS + (
 EVENT_KEYS = tuple(e.key for e in EVENTS)
 PAPER_EVENT_KEYS = tuple(e.key for e in EVENTS if e.paper)
 _BY_KEY = {e.key: e for e in EVENTS}
-
-
-# ---- video-profile forms: gates on the moving track ----------------------------------------------
-# The paper's single-pattern semantics tests each gate for *some* candidate at *some* time and takes
-# the soft score from *any* candidate (independent aggregation). On imported ground-truth tracks
-# that is exact enough; on perceived video, where 15-40 tracks per clip sweep across the image
-# (ego turns, ranging noise), a gate met by a parked car and a change measured on a far car make a
-# "cut-in" in most clips. The `video` calibration profile therefore scores object events as
-# sequence rules whose gates must hold on the same track as the motion: at the end of the motion
-# ("end": one step, gates at the anchor where the soft trace ends: cut-in ends in the lane, a
-# collision ends close) or before it ("start": a gates-only step, then the motion on the same
-# track within the soft window: cut-out starts in the lane, an overtake starts beside us).
-# Events without gates, or with consensus aggregation / min_fraction (lane changes), keep their
-# single-pattern form. Calibration fits the numbers of these forms like any other.
-
-VIDEO_GATES_AT: dict[str, str] = {
-    "cut_out": "start", "overtaken_left": "start", "overtaken_right": "start",
-}
-
-# Events whose gates describe where the vehicle *stays*: a cut-in ends up in the ego lane and remains
-# there, a cut-out was in it before leaving. On video, crossing traffic passes through the same zone
-# with the same lateral motion; a gates-only step on the same track VIDEO_STAY_S after the motion's
-# anchor (cut-in) or after the "in place" step (cut-out) asks that the vehicle is (still) there. A car
-# crossing at 3 m/s traverses the 3 m-wide ego lane in 1 s; a cut-in (lateral speed ~1 m/s) settles in it.
-VIDEO_STAYS: frozenset[str] = frozenset({"cut_in", "cut_in_left", "cut_in_right", "cut_out"})
-VIDEO_STAY_S = (1.0, 3.0)       # the stay step 1-3 s after the step before it (3 s: clips are 4-20 s)
-
-# Events whose vehicle was already where the event ends before it moved there: a rear-end collision
-# hits the vehicle ahead *in the ego lane*. A car crossing the ego's path (a T-bone) ends at contact
-# range in front of the ego as well, with the same closing distance and jolt; it was not ahead in the
-# lane a second or more before. On video a gates-only step on the same track, with the form's lateral
-# gates only, VIDEO_LEAD_S before the approach's anchor asks that the vehicle was ahead in the lane then.
-# (Seen when perception began to track cars at contact range: ccd_000838's crossing sedan, a T-bone,
-# outranked the benchmark's one rear-end.)
-VIDEO_LEADS: frozenset[str] = frozenset({"rear_end"})
-VIDEO_LEAD_S = (1.0, 3.0)
-LATERAL_GATE_FIELDS = ("abs_loc_x", "loc_x", "lane_rel")
-
-# Ego speed from video resolves about +-0.3 m/s per frame pair (perception.ego.config: EgoConfig.SPEED_SIGMA_FLOOR):
-# on video, a gate asking for a speed below this floor ("standing still": speed < 0.3 m/s) would
-# fail on a stopped car whose estimate wanders by that much, so such gates ask for < the floor.
-VIDEO_SPEED_FLOOR_MPS = 0.5
-
-# Contact is not observable in ranged tracks, but an impact on the ego shakes the camera: on video,
-# collision events also read the camera's jolt (the sudden image motion perception publishes).
-VIDEO_JOLT: dict[str, dict] = {
-    k: {"type": "temporal_change", "field": "jolt", "window_seconds": 1.0, "magnitude": 0.3,
-        "direction": "positive", "weight": 0.5}
-    for k in ("collision", "ego_collision", "rear_end")
-}
-
-# The jolt is read at the moment of contact: a step of its own on the ego, within VIDEO_JOLT_GAP_S s after
-# the moving track's anchor (where its approach ends close). A tracked road user is often lost up to a
-# second before contact (it fills the view or leaves the frame), and the jolt's own window is 1 s. As one
-# more soft score of the object step, a jolt anywhere in the clip (a pothole, a kerb, a crash seconds
-# later) counted for any close approach. Measured on bench-dev's video items (cross-fitted): rule mAP
-# 42.4 -> 49.0 with the aligned step; gaps 0-0.5 / 0-1 / 0-2 / 0-3 s gave 40.1 / 48.1 / 45.7 / 44.3
-# (calibration then fits the gap's upper bound like any other number).
-VIDEO_JOLT_GAP_S = (0.0, 1.5)
-
-
-# While the ego turns, every object at depth z sweeps sideways at z·yaw_rate in the camera's frame:
-# at 20 m and a gentle 0.2 rad/s that is 4 m/s, faster than any cut-in, so turning clips read as
-# "lateral motion" on every track. On video the object forms' lateral *motion* terms therefore read
-# the offset with the ego's rotation taken out (rules.road: loc_x_road); their gates keep loc_x
-# (where the vehicle is now, in the ego's frame: "in our lane ahead"). Collision events (VIDEO_JOLT) keep
-# loc_x: at contact the camera's own rotation is part of what a crash looks like (the jolt), and the yaw
-# rate measured through an impact is not the ego turning (measured on bench-dev, cross-fitted: collisions
-# on the road offset too, rule mAP 49.0 -> 43.2 with the jolt step above; before it, the refit collision
-# rule traded its jolt term for any sideways motion and the full system lost 5 mAP).
-VIDEO_ROAD_FIELDS = {"loc_x": "loc_x_road", "abs_loc_x": "abs_loc_x_road"}
-
-
-def video_form(key: str) -> dict:
-    """The event's rule form for the ``video`` calibration profile (starting numbers)."""
-    import copy
-
-    form = starting_rule(key)
-    if "sequence" not in form:
-        form["hard_gates"] = [{**g, "value": VIDEO_SPEED_FLOOR_MPS}
-                              if g["field"] == "speed" and g["op"] in ("lt", "le") and 0 <= g["value"] < VIDEO_SPEED_FLOOR_MPS
-                              else g for g in form.get("hard_gates") or []]
-    if "sequence" in form or form["entity"]["role"] != "object" or not form.get("hard_gates") \
-            or not form.get("soft_scores") or form["entity"].get("agg_mode") != "any" \
-            or form["entity"].get("selection") != "any" \
-            or any(c.get("min_fraction") is not None for c in form["soft_scores"]) \
-            or any(g.get("min_time_fraction") is not None or g.get("min_seconds") is not None
-                   for g in form["hard_gates"]):
-        return form
-    desc = form["description"]
-    jolt_step = None
-    if key in VIDEO_JOLT:
-        jolt_step = _step("the camera jolts (at contact)", {"role": "ego"}, [], [dict(VIDEO_JOLT[key])],
-                          VIDEO_JOLT_GAP_S, False)
-    else:
-        form = {**form, "soft_scores": [{**c, "field": VIDEO_ROAD_FIELDS.get(c["field"], c["field"])}
-                                        for c in form["soft_scores"]]}
-    if VIDEO_GATES_AT.get(key, "end") == "end":
-        step = as_step(form, "moves (gates on the moving track)")
-        steps = [step]
-        lateral = [g for g in form["hard_gates"] if g["field"] in LATERAL_GATE_FIELDS]
-        if key in VIDEO_LEADS and lateral:
-            lead = as_step({**copy.deepcopy(form), "hard_gates": lateral, "soft_scores": []},
-                           "ahead in the lane before (gates)")
-            steps = [lead, as_step(form, "then closes in (same track)", gap=VIDEO_LEAD_S, same_track=True)]
-        if key in VIDEO_STAYS:
-            steps.append(as_step({**copy.deepcopy(form), "soft_scores": []}, "then stays (same track)",
-                                 gap=VIDEO_STAY_S, same_track=True))
-        if jolt_step is not None:
-            steps.append(jolt_step)
-    else:
-        window = max(float(c.get("window_seconds") or c.get("min_duration_seconds") or 0.0)
-                     for c in form["soft_scores"])
-        first = as_step({**form, "soft_scores": []}, "in place (gates)")
-        second = as_step({**copy.deepcopy(form), "hard_gates": []}, "then moves (same track)",
-                         gap=(0.0, window), same_track=True)
-        steps = [first, second]
-        if key in VIDEO_STAYS:
-            stay = as_step({**copy.deepcopy(form), "soft_scores": []}, "still in place (same track)",
-                           gap=VIDEO_STAY_S, same_track=True)
-            steps = [first, stay, second]
-        if jolt_step is not None:
-            steps.append(jolt_step)
-    return {"event": key, "description": desc, "sequence": steps}
