@@ -13,7 +13,7 @@ from ..errors import Cancelled, LibraryError, StrivedError
 from ..jobs import CancelFn, ProgressEvent, ProgressFn, check_cancel, report
 from ..perception.geometry import load_camera_config
 from ..perception.video import find_videos
-from . import state
+from . import long_files, state
 from .workers import perceive_in_workers, plan_workers
 
 
@@ -26,6 +26,17 @@ class IndexItem:
     fp: state.Fingerprint
     file_hash: str | None
     camera_config: dict | None = None
+    segment: object = None          # long_file.Segment: this task perceives one segment of a long file
+    long: object = None             # long_files.LongFile the segment belongs to
+
+    @property
+    def task_key(self) -> str:
+        return self.video_id if self.segment is None else f"{self.video_id}#{self.segment.index}"
+
+    @property
+    def weight(self) -> float:
+        """This task's share of its file."""
+        return 1.0 if self.long is None else 1.0 / len(self.long.segments)
 
 
 @dataclass
@@ -162,24 +173,31 @@ def _perceive_local(items: list[IndexItem], cfg, detector, folder: Path, progres
     """Perceive items one by one in this process; yields (item, PerceptionResult | Exception)."""
     from ..perception.pipeline import perceive_video
 
-    for k, item in enumerate(items):
-        def inner(ev: ProgressEvent, k=k, item=item) -> None:
-            report(progress, "frames", ev.done, ev.total, item=str(item.path), videos_done=n_done0 + k,
-                   videos_total=n_total)
+    videos_done = float(n_done0)
+    for item in items:
+        def inner(ev: ProgressEvent, item=item, base=videos_done) -> None:
+            done, total = ev.done, ev.total
+            if item.long is not None:   # a segment: the file's frames
+                done, total = item.long.frames_progress(item.segment.index, done, total)
+            report(progress, "frames", done, total, item=str(item.path), videos_done=int(base),
+                   videos_total=n_total, videos_progress=round(base + item.weight * ev.fraction, 4))
         try:
             res = perceive_video(item.path, video_id=item.video_id, config=cfg, detector=detector,
-                                 camera_config=item.camera_config, root=folder, progress=inner, cancel=cancel)
+                                 camera_config=item.camera_config, root=folder, progress=inner, cancel=cancel,
+                                 time_range=None if item.segment is None else item.segment.time_range)
         except (Cancelled, KeyboardInterrupt):
             raise
         except Exception as e:  # one video's failure must never stop the rest
             res = e
+        videos_done += item.weight
         yield item, res
 
 
 def index_folder(folder: str | os.PathLike, library, *, sample_fps: float = 10.0, detector=None,
                  device: str = "auto", config=None, progress: ProgressFn = None, cancel: CancelFn = None,
                  retry_failed: bool = False, ray_address: str | None = None,
-                 ray_cpus: float = 1.0, ray_gpus: float = 0.0, workers: int | None = None) -> IndexReport:
+                 ray_cpus: float = 1.0, ray_gpus: float = 0.0, workers: int | None = None,
+                 segment_s: float | None = None, long_file_s: float | None = None) -> IndexReport:
     """Index every video under ``folder`` into ``library`` (a ``strived.store.library.Library``).
 
     Incremental: files already indexed with the same size+mtime (or the same content hash) and the
@@ -193,6 +211,9 @@ def index_folder(folder: str | os.PathLike, library, *, sample_fps: float = 10.0
     ``workers``: perception processes on this machine (None or 0: one per core, at most
     ``workers.MAX_AUTO_WORKERS``; 1: in this process). A caller's own detector instance runs in
     this process.
+    ``segment_s``, ``long_file_s``: a file longer than ``long_file_s`` is perceived in segments of
+    ``segment_s`` seconds, each stored when finished (`long_files.py`; defaults: ``STRIVED_SEGMENT_S``
+    and ``STRIVED_LONG_FILE_S``, else 60 s and 300 s).
     Returns an IndexReport; ``report.cancelled`` is True when ``cancel()`` stopped it.
     Raises FileNotFoundError for a missing folder, LibraryError when the library cannot be written.
     """
@@ -216,6 +237,9 @@ def index_folder(folder: str | os.PathLike, library, *, sample_fps: float = 10.0
     total = len(todo)
     report(progress, "videos", 0, total, message=f"{rep.found} found, {total} to index")
 
+    longs = []
+    if ray_address is None:   # long files in segments (a Ray task perceives a whole file)
+        todo, longs = long_files.expand(todo, library, cfg_key, cfg.sample_fps, segment_s, long_file_s)
     n_workers, threads = plan_workers(len(todo), workers)
     in_pool = ray_address is None and n_workers > 1 and detector is None
     if todo and ray_address is None and detector is None:
@@ -239,40 +263,8 @@ def index_folder(folder: str | os.PathLike, library, *, sample_fps: float = 10.0
     else:
         results = _perceive_local(todo, cfg, detector, folder, progress, cancel, 0, total)
 
-    done = 0
     try:
-        for item, res in results:
-            key = str(item.path.resolve())
-            if isinstance(res, BaseException):
-                msg = str(res) if isinstance(res, StrivedError) else f"{type(res).__name__}: {res}"
-                if not isinstance(res, (StrivedError, OSError)):
-                    msg = f"internal error: {msg}"
-                rep.failed.append((key, msg))
-                try:
-                    state.mark_file(library, key, video_id=item.video_id, fp=item.fp, file_hash=item.file_hash,
-                                    status="failed", config=cfg_key, error=msg)
-                except LibraryError:
-                    raise
-            else:
-                file_hash = item.file_hash
-                if file_hash is None:
-                    try:
-                        file_hash = state.content_hash(item.path)
-                    except OSError:
-                        file_hash = None
-                state.write_result(library, key, fp=item.fp, file_hash=file_hash, config=cfg_key,
-                                   rec=res.records, thumbnail_jpeg=res.thumbnail_jpeg,
-                                   thumbnail_size=res.thumbnail_size)
-                rep.indexed.append(item.video_id)
-                rep.video_s += res.duration_s
-                det_cfg = ((res.records.info.attrs or {}).get("perception") or {}).get("detector_config") or {}
-                rep.device = rep.device or det_cfg.get("device")
-                for k, v in res.timings_s.items():
-                    rep.timings_s[k] = rep.timings_s.get(k, 0.0) + v
-            done += 1
-            report(progress, "videos", done, total, item=key,
-                   message="failed" if isinstance(res, BaseException) else "indexed")
-            check_cancel(cancel)
+        _write_results(library, rep, results, longs, cfg_key, cfg.sample_fps, progress, cancel, total)
     except (Cancelled, KeyboardInterrupt) as e:
         rep.cancelled = True
         close = getattr(results, "close", None)
@@ -283,3 +275,74 @@ def index_folder(folder: str | os.PathLike, library, *, sample_fps: float = 10.0
             raise
     rep.elapsed_s = time.perf_counter() - t_start
     return rep
+
+
+def _finish_long(library, lf, cfg_key: str, sample_fps: float):
+    """A long file whose segments are all stored: its records written (or the error)."""
+    file_hash = lf.item.file_hash
+    if file_hash is None:
+        try:
+            file_hash = state.content_hash(lf.item.path)
+        except OSError:
+            file_hash = None
+    try:
+        return long_files.finish(library, lf, cfg_key, sample_fps, file_hash)
+    except LibraryError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a join that fails fails this file only
+        return StrivedError(f"internal error: joining its segments failed: {type(e).__name__}: {e}")
+
+
+def _record(library, rep: IndexReport, item: IndexItem, res, cfg_key: str) -> None:
+    """Write one video's result (records, or its failure) and count it in ``rep``."""
+    key = str(item.path.resolve())
+    if isinstance(res, BaseException):
+        msg = str(res) if isinstance(res, StrivedError) else f"{type(res).__name__}: {res}"
+        if not isinstance(res, (StrivedError, OSError)):
+            msg = f"internal error: {msg}"
+        rep.failed.append((key, msg))
+        state.mark_file(library, key, video_id=item.video_id, fp=item.fp, file_hash=item.file_hash,
+                        status="failed", config=cfg_key, error=msg)
+        return
+    if not isinstance(res, long_files.JoinedResult):   # a long file's is written by finish()
+        file_hash = item.file_hash
+        if file_hash is None:
+            try:
+                file_hash = state.content_hash(item.path)
+            except OSError:
+                file_hash = None
+        state.write_result(library, key, fp=item.fp, file_hash=file_hash, config=cfg_key,
+                           rec=res.records, thumbnail_jpeg=res.thumbnail_jpeg,
+                           thumbnail_size=res.thumbnail_size)
+    rep.indexed.append(item.video_id)
+    rep.video_s += res.duration_s
+    det_cfg = ((res.records.info.attrs or {}).get("perception") or {}).get("detector_config") or {}
+    rep.device = rep.device or det_cfg.get("device")
+    for k, v in res.timings_s.items():
+        rep.timings_s[k] = rep.timings_s.get(k, 0.0) + v
+
+
+def _write_results(library, rep: IndexReport, results, longs: list, cfg_key: str, sample_fps: float,
+                   progress: ProgressFn, cancel: CancelFn, total: int) -> None:
+    """Write each result as it comes (a long file's segments as they finish, its records once the
+    last is in); one "videos" event per file."""
+    done = 0
+    for lf in longs:   # every segment stored by a run killed before it wrote the file
+        if lf.complete:
+            lf.reported = True
+            _record(library, rep, lf.item, _finish_long(library, lf, cfg_key, sample_fps), cfg_key)
+            done += 1
+            report(progress, "videos", done, total, item=lf.path, message="indexed")
+    for item, res in results:
+        if item.long is not None:
+            lf = item.long
+            long_files.store_segment(library, lf, item.segment, res)
+            if lf.reported or (lf.failed is None and not lf.complete):
+                continue      # the file's other segments are still coming, or it was said
+            lf.reported = True
+            res = StrivedError(lf.failed) if lf.failed else _finish_long(library, lf, cfg_key, sample_fps)
+        _record(library, rep, item, res, cfg_key)
+        done += 1
+        report(progress, "videos", done, total, item=str(item.path.resolve()),
+               message="failed" if isinstance(res, BaseException) else "indexed")
+        check_cancel(cancel)

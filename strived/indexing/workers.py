@@ -94,8 +94,10 @@ def _init_worker(cfg_dict: dict, threads: int, progress_q) -> None:
     _state.update(cfg=cfg_dict, progress=progress_q, detector=None, limits=limit_threads(threads))
 
 
-def _perceive_in_worker(path: str, video_id: str, camera_config, root: str):
-    """Runs in a worker: one video's ``PerceptionResult``, or the exception it raised."""
+def _perceive_in_worker(path: str, video_id: str, camera_config, root: str, key: str | None = None,
+                        time_range: tuple[float, float] | None = None):
+    """Runs in a worker: one video's ``PerceptionResult``, or the exception it raised.
+    ``time_range``: one segment of a long file; ``key`` names its progress messages."""
     from ..perception.detect import make_detector
     from ..perception.pipeline import PerceptionConfig, detector_options, perceive_video
 
@@ -105,7 +107,7 @@ def _perceive_in_worker(path: str, video_id: str, camera_config, root: str):
 
     def progress(ev: ProgressEvent) -> None:
         try:
-            q.put_nowait((video_id, ev.done, ev.total))
+            q.put_nowait((key or video_id, ev.done, ev.total))
         except Exception:  # a full or closed queue never stops the work
             pass
 
@@ -117,7 +119,8 @@ def _perceive_in_worker(path: str, video_id: str, camera_config, root: str):
 
                 torch.set_num_threads(int(os.environ["STRIVED_THREADS"]))
         return perceive_video(path, video_id=video_id, config=cfg, detector=_state["detector"],
-                              camera_config=camera_config, root=root, progress=progress)
+                              camera_config=camera_config, root=root, progress=progress,
+                              time_range=time_range)
     except Exception as e:  # returned, not raised: the driver records it per file
         # as text: an exception class with its own constructor arguments cannot always be
         # unpickled in the driver, and a failed unpickling breaks the whole pool
@@ -157,6 +160,35 @@ def _size(item) -> int:
         return 0
 
 
+def _key(item) -> str:
+    return getattr(item, "task_key", None) or item.video_id
+
+
+def _weight(item) -> float:
+    return float(getattr(item, "weight", 1.0)) if item is not None else 1.0
+
+
+def _segment_args(item) -> tuple:
+    """The extra arguments of a segment task (none for a whole video)."""
+    seg = getattr(item, "segment", None)
+    return () if seg is None else (_key(item), seg.time_range)
+
+
+def _report_frames(progress: ProgressFn, fresh: list[str], frames: dict, tasks: dict, n_done: float,
+                   total: int) -> None:
+    """One event per video that moved, as one process reports it (a list of videos shows each in
+    flight); ``videos_progress``: finished videos plus the in-flight ones' fractions (a segment of
+    a long file counts for its share of the file, and reports the file's frames)."""
+    overall = n_done + sum(_weight(tasks.get(k)) * d / t for k, (d, t) in frames.items() if t)
+    for k in fresh:
+        done, tot = frames[k]
+        it = tasks.get(k)
+        if it is not None and getattr(it, "long", None) is not None:
+            done, tot = it.long.frames_progress(it.segment.index, done, tot)
+        report(progress, "frames", done, max(tot, done), item=str(it.path) if it is not None else k,
+               videos_done=int(n_done), videos_total=total, videos_progress=round(overall, 4))
+
+
 def _drain(progress_q, frames: dict) -> list[str]:
     """Move the workers' progress messages into ``frames`` (video id -> (done, total)); returns
     the ids that moved."""
@@ -193,17 +225,10 @@ def perceive_in_workers(items: list, cfg, root: Path, *, workers: int, threads: 
     frames: dict[str, tuple[int, int]] = {}
     one_at_a_time = False
 
-    paths = {it.video_id: str(it.path) for it in items}
+    tasks = {_key(it): it for it in items}
 
     def drain() -> None:
-        fresh = _drain(progress_q, frames)
-        # one event per video that moved, as one process reports it (a list of videos shows each
-        # in flight); ``videos_progress``: finished videos plus the in-flight ones' fractions
-        overall = n_done + sum(d / t for d, t in frames.values() if t)
-        for vid in fresh:
-            done, tot = frames[vid]
-            report(progress, "frames", done, max(tot, done), item=paths.get(vid, vid), videos_done=n_done,
-                   videos_total=total, videos_progress=round(overall, 4))
+        _report_frames(progress, _drain(progress_q, frames), frames, tasks, n_done, total)
 
     try:
         while todo:
@@ -219,7 +244,7 @@ def perceive_in_workers(items: list, cfg, root: Path, *, workers: int, threads: 
                         it = todo.pop(0)
                         try:
                             fut = pool.submit(work or _perceive_in_worker, str(Path(it.path)), it.video_id,
-                                              it.camera_config, str(root))
+                                              it.camera_config, str(root), *_segment_args(it))
                         except BrokenProcessPool:   # a worker died since the last result
                             todo.insert(0, it)
                             broken = True
@@ -244,8 +269,8 @@ def perceive_in_workers(items: list, cfg, root: Path, *, workers: int, threads: 
                                                "memory, or a crash in a native library)")
                         except Exception as e:  # e.g. a result that could not be sent back
                             res = StrivedError(f"internal error: {type(e).__name__}: {e}")
-                        frames.pop(it.video_id, None)
-                        n_done += 1
+                        frames.pop(_key(it), None)
+                        n_done += _weight(it)
                         yield it, res
                     if broken and (n > 1 or not running):
                         for it in running.values():

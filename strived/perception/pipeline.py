@@ -94,7 +94,8 @@ def perceive_video(path: str | os.PathLike, *, video_id: str | None = None,
                    config: PerceptionConfig | None = None, detector: Detector | None = None,
                    camera_config: dict | None = None, root: str | os.PathLike | None = None,
                    progress: ProgressFn = None, cancel: CancelFn = None,
-                   overlap: bool | None = None) -> PerceptionResult:
+                   overlap: bool | None = None,
+                   time_range: tuple[float, float] | None = None) -> PerceptionResult:
     """Run perception on one video file and return its records, thumbnail and stage timings.
 
     ``overlap``: the detector works on the next batch in a second thread while this one runs ego
@@ -105,6 +106,9 @@ def perceive_video(path: str | os.PathLike, *, video_id: str | None = None,
     ``camera_config``: a camera.json dict; when None the nearest ``camera.json`` between the video's
     folder and ``root`` is used, else the camera is estimated. Raises ``VideoDecodeError`` for files
     that cannot be decoded and ``Cancelled`` when ``cancel()`` turns true (checked every batch).
+
+    ``time_range``: (start, end) in seconds: perceive only the frames in that range (one segment
+    of a long file, `long_file.py`), as if the video held only those; times stay the file's.
     """
     import cv2
 
@@ -140,7 +144,7 @@ def perceive_video(path: str | os.PathLike, *, video_id: str | None = None,
     color: dict[int, list[np.ndarray]] = {}
     thumb: tuple[float, np.ndarray] | None = None
     thumb_t = 0.3 * probe.duration_s
-    expected = max(1, int(math.ceil(probe.duration_s * cfg.sample_fps))) if probe.duration_s else 0
+    expected = _expected_frames(probe.duration_s, cfg.sample_fps, time_range)
 
     def detect(batch) -> list[np.ndarray]:
         t0 = time.perf_counter()
@@ -206,7 +210,7 @@ def perceive_video(path: str | os.PathLike, *, video_id: str | None = None,
     try:
         batch = []
         t0 = time.perf_counter()
-        for f in iter_frames(path, cfg.sample_fps, probe=probe):
+        for f in _frames(path, cfg.sample_fps, probe, time_range):
             timer.add("decode", t0)
             batch.append(f)
             if len(batch) >= cfg.batch_size:
@@ -340,6 +344,22 @@ def perceive_video(path: str | os.PathLike, *, video_id: str | None = None,
         if ok:
             jpeg, size = buf.tobytes(), (small.shape[1], small.shape[0])
     return PerceptionResult(rec, jpeg, size, dict(timer.s), n, float(t_arr[-1] - t_arr[0]) if n > 1 else 0.0)
+
+
+def _frames(path: Path, sample_fps: float, probe, time_range: tuple[float, float] | None):
+    if time_range is None:
+        return iter_frames(path, sample_fps, probe=probe)
+    from .long_file import iter_frames_range
+
+    return iter_frames_range(path, sample_fps, time_range[0], time_range[1], probe=probe)
+
+
+def _expected_frames(duration_s: float, sample_fps: float, time_range: tuple[float, float] | None) -> int:
+    """Sampled frames the video (or its ``time_range``) should give, 0 when its length is unknown."""
+    if not duration_s:
+        return 0
+    a, b = time_range if time_range is not None else (0.0, duration_s)
+    return max(1, int(math.ceil((min(b, duration_s) - a) * sample_fps)))
 
 
 def _merge_telemetry(rec, path: Path, cam_cfg: dict | None, cfg: PerceptionConfig, ego_status: dict) -> None:

@@ -1,6 +1,7 @@
 """A child process for the kill tests: `python -m tests.faults._worker MODE ...`.
 
     cli ARGS...              run `strived ARGS` with a slow fake detector and the hash embedder
+                             ($STRIVED_TEST_PERCEIVE_LOG: a line per perception call, with its time range)
     commit-kill LIB N        add N synthetic videos, then die (os._exit) at the dense index commit
 """
 
@@ -39,6 +40,24 @@ def _patch_embedder():
     sources.get_default_embedder = lambda: emb
 
 
+def _log_perception(log_path: str) -> None:
+    """Append one line per perception call to ``log_path``: the time range it perceives ("all"
+    for a whole video), when it starts and when it returns."""
+    import strived.perception.pipeline as pipeline
+
+    real = pipeline.perceive_video
+
+    def logged(path, **kw):
+        what = "all" if kw.get("time_range") is None else "%g-%g" % kw["time_range"]
+        with open(log_path, "a") as fh:
+            fh.write(f"start {what}\n")
+        res = real(path, **kw)
+        with open(log_path, "a") as fh:
+            fh.write(f"done {what}\n")
+        return res
+    pipeline.perceive_video = logged
+
+
 def main(argv: list[str]) -> int:
     import signal
 
@@ -53,6 +72,8 @@ def main(argv: list[str]) -> int:
         delay = float(os.environ.get("STRIVED_TEST_DETECT_DELAY", "0.05"))
         hold = int(os.environ.get("STRIVED_TEST_DETECT_HOLD_AFTER", "0"))
         det.make_detector = lambda *a, **k: SlowDetector(delay, hold)
+        if os.environ.get("STRIVED_TEST_PERCEIVE_LOG"):
+            _log_perception(os.environ["STRIVED_TEST_PERCEIVE_LOG"])
         from strived.cli import main as cli_main
 
         args = argv[1:]

@@ -134,3 +134,68 @@ def test_kill_at_the_dense_commit(make_library, fast_embedder):
         assert len(resp.hits) >= len(before.hits)
     gens = [x.name for x in (folder / "dense").iterdir() if x.is_dir()]
     assert len(gens) == 1 and not np.any([x.name.endswith(".tmp") for x in (folder / "dense").iterdir()])
+
+
+def _segments_stored(lib_dir) -> list[int]:
+    db = lib_dir / "library.sqlite"
+    if not db.exists():
+        return []
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.2)) as c:
+            return sorted(r[0] for r in c.execute("SELECT seg FROM perceived_segments"))
+    except sqlite3.Error:
+        return []
+
+
+def test_kill_9_in_a_long_file_resumes_at_its_first_unfinished_segment(tmp_path):
+    """Issue 33: a long file is perceived in segments, each stored when finished; kill -9 after k
+    of them and the next run perceives only the others, and its records equal an uninterrupted
+    run's (same frames, tracks and ego series, byte for byte)."""
+    from tests.perception.long_video import write_long_video
+
+    src = tmp_path / "footage"
+    src.mkdir()
+    write_long_video(src / "drive.mp4")            # 48 s: 4 segments of 12 s
+    seg_env = {"STRIVED_SEGMENT_S": "12", "STRIVED_LONG_FILE_S": "20"}
+
+    def index(lib_dir, log, delay=0.0):
+        env = dict(os.environ, PYTHONPATH=str(REPO), STRIVED_TEST_DETECT_DELAY=str(delay),
+                   STRIVED_TEST_PERCEIVE_LOG=str(log), **seg_env)
+        return subprocess.Popen([sys.executable, "-m", "tests.faults._worker", "cli", "index", str(src),
+                                 "--library", str(lib_dir), "--quiet", "--fps", "5"], cwd=REPO, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    ref = index(tmp_path / "ref", tmp_path / "ref.log")
+    assert ref.wait(timeout=300) == 0, ref.communicate()[1]
+    lib_dir = tmp_path / "lib"
+    p = index(lib_dir, tmp_path / "killed.log", delay=0.03)
+    t0 = time.monotonic()
+    while len(_segments_stored(lib_dir)) < 2 and p.poll() is None and time.monotonic() - t0 < 240:
+        time.sleep(0.05)
+    assert p.poll() is None, p.communicate()[1]
+    p.send_signal(signal.SIGKILL)
+    p.communicate(timeout=60)
+    stored = _segments_stored(lib_dir)
+    assert stored[:2] == [0, 1] and len(stored) < 4                   # k segments kept, in order
+    with Library.open(lib_dir) as lib:
+        assert not lib.integrity_problems(full=True) and "drive" not in lib.video_ids()
+    ranges = {0: "0-16", 1: "8-28", 2: "20-40", 3: "32-inf"}          # core +- 4 s of overlap
+    killed = (tmp_path / "killed.log").read_text().split()
+    assert [ranges[k] for k in stored] == [w for v, w in zip(killed[::2], killed[1::2]) if v == "done"]
+
+    p = index(lib_dir, tmp_path / "resumed.log")
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err
+    resumed = (tmp_path / "resumed.log").read_text().split()
+    # only the unfinished segments were perceived again, from the first of them
+    assert resumed[1::2] == [w for k in range(4) if k not in stored for w in (ranges[k], ranges[k])]
+    assert _segments_stored(lib_dir) == []
+    got, states = _snapshot(lib_dir)
+    want, want_states = _snapshot(tmp_path / "ref")
+    assert got == want and states == want_states == {"drive": "done"}
+    with Library.open(lib_dir) as a, Library.open(tmp_path / "ref") as b:
+        ra, rb = a.get_video("drive"), b.get_video("drive")
+        for k in ra.ego:
+            assert ra.ego[k].tobytes() == rb.ego[k].tobytes()
+        assert ra.info.attrs["segments"]["n"] == 4 and a.thumbnail("drive") == b.thumbnail("drive")
+    sources.clear_caches()
