@@ -411,6 +411,9 @@ class ResultsModel(QAbstractTableModel):
             if ps.get("percentile") is not None and (of or 0) >= MIN_PERCENTILE_N:
                 lines.append(f"scores at least as high as {100 * float(ps['percentile']):.0f}% of "
                              f"the {of} videos the rule judged")
+            for fld, share in (ps.get("judged_share") or {}).items():
+                lines.append(f"judged on the {100 * float(share):.0f}% of the clip where {fld} is known "
+                             "(the rest is unknown)")
         elif source == "dense" and ps.get("score") is not None:
             what = "the example span's text" if self.similar else "the query"
             lines.append(f"cosine similarity to {what} {float(ps['score']):.2f}")

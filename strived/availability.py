@@ -254,3 +254,24 @@ def confident_ego(ego: dict, field_name: str) -> np.ndarray:
         return v
     with np.errstate(invalid="ignore"):
         return np.where(conf < MIN_SPEED_CONF, np.nan, v).astype(v.dtype)
+
+
+def judged_share(avail: dict | None, rule) -> dict[str, float]:
+    """{ego field: share of the clip's frames with a value} for the ego fields ``rule`` reads (its
+    gates and soft scores, every step of a sequence) that a video with availability ``avail``
+    knows on only part of the clip: what a judged video was judged on, said with its score
+    (issue 37: "says how much of the clip it judged"). {} when every field it reads is whole, or
+    the video carries no availability record."""
+    if not avail:
+        return {}
+    parts = list(rule.sequence) if getattr(rule, "sequence", None) is not None else [rule]
+    fields = dict.fromkeys(f for p in parts for f in [*(g.field for g in p.hard_gates),
+                                                      *(c.field for c in p.soft_scores)]
+                           if DERIVED_FROM.get(f, f) in EGO_AVAIL_FIELDS)
+    out = {}
+    for f in fields:
+        if field_available(avail, f):
+            c = _coverage(avail, f)
+            if c < 1.0:
+                out[DERIVED_FROM.get(f, f)] = round(c, 3)
+    return out

@@ -73,6 +73,7 @@ class HitBuilder:
         ranked = run.ranked
         self.best_bm25 = float(ranked["bm25"].scores.max()) if "bm25" in used and fusion.n_ranked["bm25"] else 0.0
         self.rule_desc = None  # the rule's scores negated (ascending), for percentiles; built on first use
+        self.avails = None     # the library's availability records, read on first use
         rel_model = default_model()
         if rel_model is not None and sorted(rel_model.provenance.get("sources", [])) != sorted(used):
             rel_model = None          # fitted on full three-source searches only
@@ -161,7 +162,23 @@ class HitBuilder:
         if "rule" in per_source and vid in unjudged:
             per_source["rule"]["status"] = "cannot evaluate"
             per_source["rule"]["missing_fields"] = list(unjudged[vid])
+        elif "rule" in per_source and per_source["rule"]["rank"]:
+            share = self.judged_share(vid)
+            if share:
+                per_source["rule"]["judged_share"] = share
         return per_source
+
+    def judged_share(self, vid: str) -> dict[str, float]:
+        """The part of the clip the rule judged ``vid`` on, for ego fields known on part of it."""
+        from .availability import judged_share
+
+        run = self.run
+        rule = run.rule_of.get(self.profiles.get(vid), run.rule_obj) if run.rule_of else run.rule_obj
+        if rule is None:
+            return {}
+        if self.avails is None:
+            self.avails = run.library.availability()
+        return judged_share(self.avails.get(vid), rule)
 
     def _rule_percentile(self, d: dict) -> None:
         """Share of the judged videos this one scores at least as high as (1.0 = the top): one

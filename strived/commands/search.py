@@ -88,6 +88,14 @@ def match_probabilities(m: dict) -> str:
                                                    else " (uncalibrated)")
 
 
+def _judged(d: dict) -> str:
+    """", judged on 62 % of the clip (accel)" when the rule read ego fields known on part of it."""
+    share = d.get("judged_share")
+    if not share:
+        return ""
+    return ", judged on " + ", ".join(f"{100 * v:.0f} % of the clip ({k})" for k, v in share.items())
+
+
 def evidence_text(per_source: dict) -> str:
     """Each source's evidence for one hit, in terms a user can read: ``rule 3/240 (p99, 0.82)``,
     ``rule =1/240 (12 tied, p100, 1.00)`` (a tie: no order among them), ``dense 2/240 (cos 0.61)``,
@@ -101,10 +109,10 @@ def evidence_text(per_source: dict) -> str:
         elif s == "rule" and d.get("tie"):
             # a tie has no order: show where it starts and how many share the score
             parts.append(f"rule ={d['tie']['first']}/{d.get('of', '?')} ({d['tie']['size']} tied, "
-                         f"p{100 * d.get('percentile', 0):.0f}, {d['score']:.2f})")
+                         f"p{100 * d.get('percentile', 0):.0f}, {d['score']:.2f}{_judged(d)})")
         elif s == "rule":
             parts.append(f"rule {d['rank']}/{d.get('of', '?')} (p{100 * d.get('percentile', 0):.0f}, "
-                         f"{d['score']:.2f})")
+                         f"{d['score']:.2f}{_judged(d)})")
         elif s == "dense":
             parts.append(f"dense {d['rank']}/{d.get('of', '?')} (cos {d['score']:.2f})")
         else:

@@ -232,3 +232,31 @@ def test_a_gate_met_at_some_moment_on_a_mostly_unknown_field_cannot_judge(tmp_pa
     assert note and "ego acceleration known on too little of the clip: 1" in note[0]
     assert resp.to_dict()["rule_cannot_evaluate"] == {"little": ["accel"]}
     lib.close()
+
+
+def test_a_judged_video_says_how_much_of_the_clip_it_was_judged_on(tmp_path, capsys):
+    """Issue 37: a rule over a partly known field scores where it is known and says how much of
+    the clip it judged (search JSON, the CLI's evidence line)."""
+    from strived.availability import measure_availability
+    from strived.cli import main
+
+    lib = Library.open(tmp_path / "lib", create=True)
+    recs = []
+    for vid, known in (("whole", 1.0), ("most", 0.6)):
+        r = synth_video(vid, seed=4)
+        n = len(r.t)
+        r.ego["accel"][:] = -2.0
+        r.ego["accel"][int(round(known * n)):] = np.nan
+        r.info.attrs["perception"] = {"perception_version": 2}
+        r.info.attrs["availability"] = measure_availability(r)
+        recs.append(r)
+    lib.add_videos(recs)
+    resp = engine.search(lib, "the ego car brakes hard", rule=BRAKE, sources=("rule",))
+    shares = {h.video_id: h.per_source["rule"].get("judged_share") for h in resp.hits}
+    assert shares["whole"] is None and shares["most"] == {"accel": 0.6}
+    lib.close()
+    rule = tmp_path / "brake.json"
+    rule.write_text(json.dumps(BRAKE))
+    assert main(["search", "the ego car brakes hard", "-L", str(tmp_path / "lib"), "--rule", str(rule)]) == 0
+    out = capsys.readouterr().out
+    assert "judged on 60 % of the clip (accel)" in out
