@@ -13,6 +13,7 @@ from ..errors import Cancelled, LibraryError, StrivedError
 from ..jobs import CancelFn, ProgressEvent, ProgressFn, check_cancel, report
 from ..perception.geometry import load_camera_config
 from ..perception.video import find_videos
+from ..store import files as file_store
 from . import long_files, state
 from .workers import perceive_in_workers, plan_workers
 
@@ -91,81 +92,98 @@ def plan(folder: Path, lib, config_key: str, *, retry_failed: bool = False,
     rep = report_ or IndexReport(str(folder))
     videos = find_videos(folder, errors=rep.unreadable)
     rep.found = len(videos)
-    taken = {r[0]: r[1] for r in lib.conn.execute("SELECT video_id, path FROM files")}
+    taken = file_store.video_paths(lib)
     for vid in lib.video_ids():  # imported records own their id too
         taken.setdefault(vid, None)
     # Moved or renamed footage: a file new to the library whose content matches an indexed file
     # that is gone is that video at its new place: relinked, never duplicated nor redone.
     gone: dict[tuple[int, str], str] = {}
-    for path_, size_, hash_ in lib.conn.execute(
-            "SELECT path, size, hash FROM files WHERE status='done' AND hash IS NOT NULL"):
+    for path_, size_, hash_ in file_store.done_with_hash(lib):
         if not os.path.exists(path_):
             gone.setdefault((int(size_), hash_), path_)
     gone_sizes = {k[0] for k in gone}
     todo: list[IndexItem] = []
     for p in videos:
-        try:  # a name in another encoding (bytes that are not UTF-8) cannot be stored or shown
-            str(p).encode("utf-8")
-        except UnicodeEncodeError:
-            rep.failed.append((os.fsencode(p).decode("utf-8", "backslashreplace"),
-                               "its file name is not valid UTF-8: rename the file to index it"))
+        key_fp = _readable(p, rep)
+        if key_fp is None:
             continue
-        try:  # a symlink loop or a dangling link named *.mp4 fails here: that file only
-            key = str(p.resolve(strict=True))
-            if not os.path.isfile(key):
-                raise IsADirectoryError(errno.EISDIR, "not a regular file")
-            fp = state.fingerprint(p)
-        except (OSError, RuntimeError) as e:
-            why = "symlink loop" if isinstance(e, RuntimeError) or getattr(e, "errno", None) == errno.ELOOP \
-                else (getattr(e, "strerror", None) or str(e))
-            rep.failed.append((str(p), f"cannot read file: {why}"))
-            continue
-        row = state.get_file_row(lib, key)
-        if row is None and fp.size in gone_sizes:
-            try:
-                old = gone.pop((fp.size, state.content_hash(p)), None)
-            except OSError as e:
-                rep.failed.append((key, f"cannot read file: {e.strerror or e}"))
-                continue
-            if old is not None:
-                vid = state.relink_file(lib, old, key)
-                rep.relinked.append((old, key))
-                taken[vid] = key
-                row = state.get_file_row(lib, key)
-        same_cfg = row is not None and row["config"] == config_key
-        if row and same_cfg and row["size"] == fp.size and row["mtime"] == fp.mtime:
-            if row["status"] == "done":
-                rep.unchanged += 1
-                continue
-            if row["status"] == "failed" and not retry_failed:
-                rep.skipped_failed.append((key, row["error"] or "failed"))
-                continue
-        file_hash = None
-        if row and same_cfg and row["status"] == "done" and row["size"] == fp.size:
-            try:
-                file_hash = state.content_hash(p)
-            except OSError as e:
-                rep.failed.append((key, f"cannot read file: {e.strerror or e}"))
-                continue
-            if file_hash == row["hash"]:
-                state.touch_file(lib, key, fp)  # copied or touched, same content
-                rep.unchanged += 1
-                continue
-        if row:
-            vid = row["video_id"]
-        else:
-            vid = base = state.video_id_for(p, folder)
-            k = 2
-            while vid in taken and taken[vid] != key:
-                vid, k = f"{base}_{k}", k + 1
-            taken[vid] = key
-        todo.append(IndexItem(p, vid, fp, file_hash, load_camera_config(p, folder)))
-    known = lib.conn.execute("SELECT path FROM files WHERE status='done'").fetchall()
+        item = _plan_file(p, *key_fp, folder, lib, config_key, retry_failed, rep, (gone, gone_sizes), taken)
+        if item is not None:
+            todo.append(item)
+    known = file_store.done_paths(lib)
     root = str(folder.resolve())
-    rep.missing = sorted(r[0] for r in known if r[0].startswith(root + os.sep) and not os.path.exists(r[0]))
-    rep.missing_elsewhere = sum(1 for r in known if not r[0].startswith(root + os.sep)
-                                and not os.path.exists(r[0]))
+    rep.missing = sorted(k for k in known if k.startswith(root + os.sep) and not os.path.exists(k))
+    rep.missing_elsewhere = sum(1 for k in known if not k.startswith(root + os.sep) and not os.path.exists(k))
     return todo
+
+
+def _readable(p: Path, rep: IndexReport) -> tuple[str, state.Fingerprint] | None:
+    """(resolved path, fingerprint) of the video file ``p``; None, with the reason in ``rep.failed``,
+    when it cannot be indexed (a name that is not UTF-8, a broken link, not a regular file)."""
+    try:  # a name in another encoding (bytes that are not UTF-8) cannot be stored or shown
+        str(p).encode("utf-8")
+    except UnicodeEncodeError:
+        rep.failed.append((os.fsencode(p).decode("utf-8", "backslashreplace"),
+                           "its file name is not valid UTF-8: rename the file to index it"))
+        return None
+    try:  # a symlink loop or a dangling link named *.mp4 fails here: that file only
+        key = str(p.resolve(strict=True))
+        if not os.path.isfile(key):
+            raise IsADirectoryError(errno.EISDIR, "not a regular file")
+        return key, state.fingerprint(p)
+    except (OSError, RuntimeError) as e:
+        why = "symlink loop" if isinstance(e, RuntimeError) or getattr(e, "errno", None) == errno.ELOOP \
+            else (getattr(e, "strerror", None) or str(e))
+        rep.failed.append((str(p), f"cannot read file: {why}"))
+        return None
+
+
+def _plan_file(p: Path, key: str, fp: state.Fingerprint, folder: Path, lib, config_key: str,
+               retry_failed: bool, rep: IndexReport, moved: tuple[dict, set], taken: dict) -> IndexItem | None:
+    """The task for video file ``p`` (resolved path ``key``), or None when it needs none (counted
+    in ``rep``): unchanged, failed before, moved (relinked: ``moved`` is (size, hash) -> path of the
+    indexed files that are gone, and their sizes), or unreadable."""
+    gone, gone_sizes = moved
+    row = file_store.get_row(lib, key)
+    if row is None and fp.size in gone_sizes:
+        try:
+            old = gone.pop((fp.size, state.content_hash(p)), None)
+        except OSError as e:
+            rep.failed.append((key, f"cannot read file: {e.strerror or e}"))
+            return None
+        if old is not None:
+            vid = state.relink_file(lib, old, key)
+            rep.relinked.append((old, key))
+            taken[vid] = key
+            row = file_store.get_row(lib, key)
+    same_cfg = row is not None and row["config"] == config_key
+    if row and same_cfg and row["size"] == fp.size and row["mtime"] == fp.mtime:
+        if row["status"] == "done":
+            rep.unchanged += 1
+            return None
+        if row["status"] == "failed" and not retry_failed:
+            rep.skipped_failed.append((key, row["error"] or "failed"))
+            return None
+    file_hash = None
+    if row and same_cfg and row["status"] == "done" and row["size"] == fp.size:
+        try:
+            file_hash = state.content_hash(p)
+        except OSError as e:
+            rep.failed.append((key, f"cannot read file: {e.strerror or e}"))
+            return None
+        if file_hash == row["hash"]:
+            state.touch_file(lib, key, fp)  # copied or touched, same content
+            rep.unchanged += 1
+            return None
+    if row:
+        vid = row["video_id"]
+    else:
+        vid = base = state.video_id_for(p, folder)
+        k = 2
+        while vid in taken and taken[vid] != key:
+            vid, k = f"{base}_{k}", k + 1
+        taken[vid] = key
+    return IndexItem(p, vid, fp, file_hash, load_camera_config(p, folder))
 
 
 def _perceive_local(items: list[IndexItem], cfg, detector, folder: Path, progress: ProgressFn,
@@ -228,11 +246,7 @@ def index_folder(folder: str | os.PathLike, library, *, sample_fps: float = 10.0
         detector = None
     rep = IndexReport(str(folder))
     report(progress, "scan", 0, 0, item=str(folder), message="looking for videos")
-    det_name = cfg.detector
-    if ray_address is None and detector is not None:  # a caller's own detector instance
-        det_name = (getattr(detector, "config", None) or {}).get("detector") or getattr(detector, "name", "custom")
-    # The device does not change the records; the detector and every perception setting do.
-    cfg_key = state.config_key({**cfg.to_dict(), "device": None, "detector": det_name})
+    cfg_key = _settings_key(cfg, None if ray_address is not None else detector)
     todo = plan(folder, library, cfg_key, retry_failed=retry_failed, report_=rep)
     total = len(todo)
     report(progress, "videos", 0, total, message=f"{rep.found} found, {total} to index")
@@ -248,10 +262,7 @@ def index_folder(folder: str | os.PathLike, library, *, sample_fps: float = 10.0
         detector = make_detector(cfg.detector, "cpu" if in_pool else cfg.device, **detector_options(cfg))
     rep.workers = 0 if ray_address is not None else (n_workers if in_pool else 1)
 
-    for item in todo:  # mark as running first: a killed run leaves 'running' rows to redo
-        state.mark_file(library, str(item.path.resolve()), video_id=item.video_id, fp=item.fp,
-                        file_hash=item.file_hash, status="running", config=cfg_key)
-
+    _mark_running(library, todo, cfg_key)
     if ray_address is not None:
         from .ray_backend import perceive_with_ray
         results = perceive_with_ray(todo, cfg, ray_address, folder, cancel=cancel,
@@ -275,6 +286,22 @@ def index_folder(folder: str | os.PathLike, library, *, sample_fps: float = 10.0
             raise
     rep.elapsed_s = time.perf_counter() - t_start
     return rep
+
+
+def _settings_key(cfg, detector) -> str:
+    """The files rows' ``config``: every perception setting and the detector (a caller's own
+    ``detector`` instance, when given, by its name), not the device (it does not change the records)."""
+    det_name = cfg.detector
+    if detector is not None:
+        det_name = (getattr(detector, "config", None) or {}).get("detector") or getattr(detector, "name", "custom")
+    return state.config_key({**cfg.to_dict(), "device": None, "detector": det_name})
+
+
+def _mark_running(library, todo: list[IndexItem], cfg_key: str) -> None:
+    """Mark every task's file as running first: a killed run leaves 'running' rows to redo."""
+    for item in todo:
+        state.mark_file(library, str(item.path.resolve()), video_id=item.video_id, fp=item.fp,
+                        file_hash=item.file_hash, status="running", config=cfg_key)
 
 
 def _finish_long(library, lf, cfg_key: str, sample_fps: float):

@@ -98,7 +98,12 @@ def check_feasible(resources: dict, cpus_per_task: float, gpus_per_task: float) 
 
 
 def init_ray(address: str, num_cpus: int | None = None):
-    """Connect to ``address`` ('local' starts a private instance); reuse an existing connection."""
+    """Connect to ``address`` ('local' starts a private instance that stays on this machine:
+    `ray_local`); reuse an existing connection."""
+    from . import ray_local
+
+    if address in ("local", ""):
+        ray_local.prepare_import()
     try:
         import ray
     except ImportError as e:
@@ -112,14 +117,50 @@ def init_ray(address: str, num_cpus: int | None = None):
     # cluster's workers do not)
     env = {k: os.environ.get(k, v) for k, v in OPT_OUTS.items()}
     if address in ("local", ""):
-        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
-                 configure_logging=False)
+        ray_local.start_local(ray, num_cpus)
     else:
         import strived
 
         ray.init(address=address, log_to_driver=False, configure_logging=False,
                  runtime_env={"py_modules": [os.path.dirname(strived.__file__)], "env_vars": env})
     return ray
+
+
+def _dataset(items, cfg, root: Path, cpus_per_task: float, gpus_per_task: float):
+    """The Ray Data pipeline: one row per video, perceived by ``_perceive_batch`` one at a time."""
+    import json
+
+    import ray.data
+
+    rows = [{"path": str(Path(it.path).resolve()), "video_id": it.video_id,
+             "camera": json.dumps(it.camera_config) if it.camera_config else ""} for it in items]
+    remote_args = {"num_cpus": cpus_per_task}
+    if gpus_per_task:
+        remote_args["num_gpus"] = gpus_per_task
+    return ray.data.from_items(rows, override_num_blocks=len(rows)).map_batches(
+        _perceive_batch, batch_size=1, batch_format="numpy",
+        fn_kwargs={"cfg_json": json.dumps(cfg.to_dict()), "root": str(root), "cpus": cpus_per_task},
+        **remote_args)
+
+
+def _result_of(row: dict):
+    """A pipeline row's PerceptionResult, or the StrivedError it carries."""
+    import json
+
+    from ..perception.pipeline import PerceptionResult
+    from ..records import VideoRecords
+
+    out = json.loads(row["result"])
+    if "error" in out:
+        return StrivedError(out["error"])
+    try:
+        rec = VideoRecords.from_json_dict(out["records"])
+    except StrivedError as e:
+        return e
+    size = tuple(out["thumbnail_size"]) if out.get("thumbnail_size") else None
+    thumb = bytes(row["thumbnail"]) if row.get("thumbnail") is not None and len(row["thumbnail"]) else None
+    return PerceptionResult(rec, thumb, size, out.get("timings_s", {}),
+                            out.get("n_sampled", 0), out.get("duration_s", 0.0))
 
 
 def perceive_with_ray(items, cfg, address: str, root: Path, *, cancel=None,
@@ -130,29 +171,15 @@ def perceive_with_ray(items, cfg, address: str, root: Path, *, cancel=None,
 
     ``cancel()`` is polled every ``POLL_S``; when true, the pipeline is abandoned (no new videos
     start) and ``Cancelled`` is raised."""
-    import json
     import queue
     import threading
-
-    from ..perception.pipeline import PerceptionResult
-    from ..records import VideoRecords
 
     if not items:
         return
     ray = init_ray(address)
     check_feasible(ray.cluster_resources(), cpus_per_task, gpus_per_task)
-    import ray.data
-
+    ds = _dataset(items, cfg, root, cpus_per_task, gpus_per_task)
     by_id = {it.video_id: it for it in items}
-    rows = [{"path": str(Path(it.path).resolve()), "video_id": it.video_id,
-             "camera": json.dumps(it.camera_config) if it.camera_config else ""} for it in items]
-    remote_args = {"num_cpus": cpus_per_task}
-    if gpus_per_task:
-        remote_args["num_gpus"] = gpus_per_task
-    ds = ray.data.from_items(rows, override_num_blocks=len(rows)).map_batches(
-        _perceive_batch, batch_size=1, batch_format="numpy",
-        fn_kwargs={"cfg_json": json.dumps(cfg.to_dict()), "root": str(root), "cpus": cpus_per_task},
-        **remote_args)
 
     results: queue.Queue = queue.Queue(maxsize=4)
     stop = threading.Event()
@@ -196,19 +223,7 @@ def perceive_with_ray(items, cfg, address: str, root: Path, *, cancel=None,
             if item is None or vid in seen:   # a retried task's duplicate: written once only
                 continue
             seen.add(vid)
-            out = json.loads(row["result"])
-            if "error" in out:
-                yield item, StrivedError(out["error"])
-                continue
-            try:
-                rec = VideoRecords.from_json_dict(out["records"])
-            except StrivedError as e:
-                yield item, e
-                continue
-            size = tuple(out["thumbnail_size"]) if out.get("thumbnail_size") else None
-            thumb = bytes(row["thumbnail"]) if row.get("thumbnail") is not None and len(row["thumbnail"]) else None
-            yield item, PerceptionResult(rec, thumb, size, out.get("timings_s", {}),
-                                         out.get("n_sampled", 0), out.get("duration_s", 0.0))
+            yield item, _result_of(row)
         for vid, item in by_id.items():
             if vid not in seen:
                 yield item, StrivedError("the Ray pipeline returned no result for this video")

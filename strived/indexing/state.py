@@ -12,10 +12,11 @@ import json
 import os
 import sqlite3
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 
 from ..errors import LibraryError
+from ..store import files as file_store
+from ..store.files import video_of_path
 
 HASH_CHUNK_BYTES = 1 << 20
 
@@ -44,43 +45,20 @@ def content_hash(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def get_file_row(lib, path: str) -> dict | None:
-    row = lib.conn.execute("SELECT path, video_id, size, mtime, hash, status, error, config FROM files "
-                           "WHERE path=?", (path,)).fetchone()
-    if row is None:
-        return None
-    return dict(zip(("path", "video_id", "size", "mtime", "hash", "status", "error", "config"), row))
-
-
-def _upsert(lib, path: str, **cols) -> None:
-    cols = {"path": path, **cols, "updated_at": _now()}
-    names = ", ".join(cols)
-    marks = ", ".join("?" for _ in cols)
-    updates = ", ".join(f"{k}=excluded.{k}" for k in cols if k != "path")
-    lib.conn.execute(f"INSERT INTO files({names}) VALUES ({marks}) ON CONFLICT(path) DO UPDATE SET {updates}",
-                     tuple(cols.values()))
-
-
 def mark_file(lib, path: str, *, video_id: str, fp: Fingerprint, file_hash: str | None, status: str,
               config: str, error: str | None = None) -> None:
     """Record a file's state (own transaction)."""
     try:
         with lib.transaction():
-            _upsert(lib, path, video_id=video_id, size=fp.size, mtime=fp.mtime, hash=file_hash,
-                    status=status, error=error, config=config)
+            file_store.upsert(lib, path, video_id=video_id, size=fp.size, mtime=fp.mtime, hash=file_hash,
+                              status=status, error=error, config=config)
     except sqlite3.Error as e:
         raise LibraryError(f"cannot update indexing state in {lib.folder}: {e}") from None
 
 
 def touch_file(lib, path: str, fp: Fingerprint) -> None:
     """A file changed mtime but not content: remember the new mtime, keep its records."""
-    with lib.transaction():
-        lib.conn.execute("UPDATE files SET mtime=?, size=?, updated_at=? WHERE path=?",
-                         (fp.mtime, fp.size, _now(), path))
+    file_store.touch(lib, path, fp.size, fp.mtime)
 
 
 def write_result(lib, path: str, *, fp: Fingerprint, file_hash: str | None, config: str, rec,
@@ -93,8 +71,8 @@ def write_result(lib, path: str, *, fp: Fingerprint, file_hash: str | None, conf
     try:
         with lib.transaction():
             lib.add_video(rec, replace=True)
-            _upsert(lib, path, video_id=rec.info.id, size=fp.size, mtime=fp.mtime, hash=file_hash,
-                    status="done", error=None, config=config)
+            file_store.upsert(lib, path, video_id=rec.info.id, size=fp.size, mtime=fp.mtime, hash=file_hash,
+                              status="done", error=None, config=config)
             if thumbnail_jpeg:
                 w, h = thumbnail_size or (None, None)
                 lib.put_thumbnail(rec.info.id, thumbnail_jpeg, w, h)
@@ -119,14 +97,6 @@ def video_id_for(path: Path, root: Path) -> str:
     return make_video_id("__".join(rel.with_suffix("").parts))
 
 
-def video_of_path(lib, path: str) -> str | None:
-    row = lib.conn.execute("SELECT video_id FROM files WHERE path=?", (path,)).fetchone()
-    if row:
-        return row[0]
-    row = lib.conn.execute("SELECT id FROM videos WHERE path=?", (path,)).fetchone()
-    return row[0] if row else None
-
-
 def relink_file(lib, old_path: str, new_path: str) -> str | None:
     """Point the library at ``new_path`` where it knew ``old_path`` (the same video, moved): its
     ``files`` row keeps its state and video id, and the video's path follows. Returns the video
@@ -141,7 +111,5 @@ def relink_file(lib, old_path: str, new_path: str) -> str | None:
         if other is not None and other != vid:
             raise LibraryError(f"{new_path} is already in the library as video {other!r}; remove one "
                                f"of the two (`strived remove {other}`) before relinking")
-        lib.conn.execute("DELETE FROM files WHERE path=? AND video_id=?", (new_path, vid))
-        lib.conn.execute("UPDATE files SET path=? WHERE path=?", (new_path, old_path))
-        lib.conn.execute("UPDATE videos SET path=? WHERE id=?", (new_path, vid))
+        file_store.move(lib, old_path, new_path, vid)
     return vid

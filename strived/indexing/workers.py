@@ -203,6 +203,28 @@ def _drain(progress_q, frames: dict) -> list[str]:
             fresh.append(vid)
 
 
+_REDO = object()
+
+
+def _outcome(fut: Future, n_workers: int):
+    """A finished video's result (PerceptionResult or StrivedError); ``_REDO`` when the pool broke
+    while ``n_workers`` > 1 ran (the video is redone)."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:
+        res = fut.result()
+        if isinstance(res, tuple) and res[:1] == ("error",):
+            res = StrivedError(res[1])
+    except BrokenProcessPool:
+        if n_workers > 1:
+            return _REDO
+        res = StrivedError("the perception worker process died on this video (out of "
+                           "memory, or a crash in a native library)")
+    except Exception as e:  # e.g. a result that could not be sent back
+        res = StrivedError(f"internal error: {type(e).__name__}: {e}")
+    return res
+
+
 def perceive_in_workers(items: list, cfg, root: Path, *, workers: int, threads: int,
                         progress: ProgressFn = None, cancel: CancelFn = None,
                         videos_total: int | None = None, work=None) -> Iterator[tuple[object, object]]:
@@ -256,19 +278,11 @@ def perceive_in_workers(items: list, cfg, root: Path, *, workers: int, threads: 
                         raise Cancelled()
                     for fut in finished:
                         it = running.pop(fut)
-                        try:
-                            res = fut.result()
-                            if isinstance(res, tuple) and res[:1] == ("error",):
-                                res = StrivedError(res[1])
-                        except BrokenProcessPool:
-                            if n > 1:   # which video killed it is not known: redo them one at a time
-                                todo.insert(0, it)
-                                broken = True
-                                continue
-                            res = StrivedError("the perception worker process died on this video (out of "
-                                               "memory, or a crash in a native library)")
-                        except Exception as e:  # e.g. a result that could not be sent back
-                            res = StrivedError(f"internal error: {type(e).__name__}: {e}")
+                        res = _outcome(fut, n)
+                        if res is _REDO:   # which video killed it is not known: redo them one at a time
+                            todo.insert(0, it)
+                            broken = True
+                            continue
                         frames.pop(_key(it), None)
                         n_done += _weight(it)
                         yield it, res

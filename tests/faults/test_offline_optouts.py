@@ -201,3 +201,39 @@ def test_indexing_with_worker_processes_and_the_app_self_test_stay_offline(tmp_p
                                    home / ".cache" / "strived", Path("/dev/shm"), Path("/dev/null")], ROOT) == [], cmd
         if k == 0:   # the workers were traced too: the spawned interpreters
             assert len(re.findall(r"execve\(.*--multiprocessing-fork", text)) >= 2, text[:2000]
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace not installed (run.sh installs it)")
+def test_indexing_on_a_local_ray_instance_stays_on_this_machine(tmp_path):
+    """Issue 37: `strived index --ray local` under strace -f. Before: Ray looked up the machine's
+    address by a connect to 8.8.8.8, bound its processes to the network address, its dashboard
+    probed 169.254.169.254 for a cloud provider, and it wrote ~/.ray and /tmp/ray. Now: loopback
+    only, and writes only into the library, the temp folder (a private folder removed at exit),
+    /dev/shm and /proc/<pid>/oom_score_adj (Ray's own processes)."""
+    pytest.importorskip("ray")
+    from tests.perception.conftest import write_video
+
+    import tempfile
+
+    src, cwd, home, lib = (tmp_path / n for n in ("videos", "cwd", "home", "lib"))
+    for d in (src, cwd, home):
+        d.mkdir()
+    # a short temporary folder, as users have (Ray's socket paths must fit 107 bytes; a longer
+    # one makes the product use /tmp: ray_local.MAX_BASE)
+    tmp = Path(tempfile.mkdtemp(prefix="s", dir="/tmp"))
+    write_video(src / "a.mp4", n_frames=12)
+    env = dict(_clean_env(), HOME=str(home), TMPDIR=str(tmp), PYTHONDONTWRITEBYTECODE="1")
+    env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
+    log = tmp_path / "strace.log"
+    exe = str(Path(sys.executable).parent / "strived")
+    r = subprocess.run(["strace", "-f", "-qq", "-y", "-e", f"trace=connect,{WRITE_CALLS}", "-o", str(log),
+                        exe, "index", str(src), "--library", str(lib), "--ray", "local", "--quiet"],
+                       env=env, capture_output=True, text=True, timeout=600, cwd=cwd)
+    if r.returncode != 0 and "ptrace" in (r.stderr or ""):
+        pytest.skip(f"strace cannot trace here: {r.stderr.strip()[:200]}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    text = log.read_text()
+    assert outside_connections(text) == []
+    assert stray_writes(text, [lib, tmp, Path("/dev/shm"), Path("/dev/null"), Path("/proc")], cwd) == []
+    assert not list(home.iterdir()) and not [p for p in tmp.iterdir() if p.name.startswith("strived-ray-")]
+    shutil.rmtree(tmp, ignore_errors=True)
