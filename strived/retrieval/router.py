@@ -24,7 +24,8 @@ motion queries the rule path gets a secondary weight instead of none.
 
 from __future__ import annotations
 
-from ..llm import DATA_NOTICE, LLMError, quote_data
+from ..llm.errors import LLMError
+from ..llm.prompting import DATA_NOTICE, quote_data
 from ..query import ParsedQuery, query_text
 from .router_fit import shipped_router
 from .router_words import SOURCES, RouterResult, offline_route, surface_tokens  # noqa: F401 (API)

@@ -135,11 +135,8 @@ def test_no_import_cycles_even_through_imports_inside_functions():
 # -- issue 35: the store owns every SQL statement
 _SQL_START = ("SELECT", "INSERT", "UPDATE", "DELETE", "CREATE", "PRAGMA")
 _EXECUTE = ("execute", "executemany", "executescript")
-# TODO(issue 35): strived/indexing/ moves its statements into the store (another change); then
-# only strived/store/ may hold SQL. strived/llm/cache.py is the LLM answer cache's own SQLite file
-# (not the library): the store cannot hold it while the retrieval layer (its router uses the LLM
-# client) may not import the store (pyproject.toml, the layers contract).
-_SQL_HOMES = ("strived/store/", "strived/indexing/", "strived/llm/cache.py")
+# Only strived/store/ may hold SQL (the LLM answer cache's own file included: store/answers.py).
+_SQL_HOMES = ("strived/store/",)
 
 
 def _sql_statements(source: str) -> list[tuple[int, str]]:
