@@ -138,19 +138,53 @@ def _pool(n: int, cfg_dict: dict, threads: int, progress_q):
                                initializer=_init_worker, initargs=(cfg_dict, threads, progress_q))
 
 
+def _wait_started(proc, timeout_s: float = 10.0) -> None:
+    """Until ``proc`` has a process behind it (its ``pid``), at most ``timeout_s``."""
+    import time
+
+    end = time.monotonic() + timeout_s
+    while getattr(proc, "_popen", None) is None and time.monotonic() < end:
+        time.sleep(0.01)
+
+
+def _reap(proc, timeout_s: float = 5.0) -> None:
+    """Join a killed worker until its exit status is known. The executor's manager thread may be
+    joining it at the same moment: then this join sees no child to wait for and returns early,
+    before the other has recorded the status, and the process would still be listed as alive."""
+    import time
+
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        try:
+            proc.join(timeout=0.05)
+        except Exception:
+            return
+        if proc.exitcode is not None:
+            proc.join(timeout=0)          # now it is known: forget it as a child
+            return
+
+
 def _kill(pool) -> None:
-    procs = list((getattr(pool, "_processes", None) or {}).values())
+    """Stop every worker process of ``pool`` now and wait for each to be gone. The executor's
+    manager thread can still start a worker after shutdown was asked (it spawns on demand), so
+    the pool's processes are looked at again until no new one appears."""
+    live = getattr(pool, "_processes", None) or {}    # the dict itself: shutdown drops the pool's reference
+    before = list(live.values())      # and its manager thread may drop a worker from it before it is gone
     pool.shutdown(wait=False, cancel_futures=True)
-    for p in procs:
-        try:
-            p.kill()
-        except Exception:
-            pass
-    for p in procs:
-        try:
-            p.join(timeout=5)
-        except Exception:
-            pass
+    done: set[int] = set()
+    for _ in range(5):
+        procs = [p for p in before + list(live.values()) if id(p) not in done]
+        if not procs:
+            break
+        for p in procs:
+            _wait_started(p)        # one still being started (by the manager thread) cannot be killed yet
+            try:
+                p.kill()
+            except Exception:
+                pass
+        for p in procs:
+            _reap(p)
+            done.add(id(p))
 
 
 def _size(item) -> int:
