@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 from typing import Iterator
 
-from .video import SampledFrame, TimeSampler, VideoProbe, _open, probe_video
+from .video import SampledFrame, TimeSampler, VideoProbe, _open, frame_time, probe_video
 
 SEGMENT_S = 60.0          # seconds of video per segment (its core)
 OVERLAP_S = 4.0           # read before and after the core: warm-up, and the frames tracks are joined on
@@ -110,16 +110,14 @@ def iter_frames_range(path: str | os.PathLike, sample_fps: float, start_s: float
             cap.release()    # a container the decoder cannot seek in: decode from the start
             cap = _open(path)
         frame_idx = int(cap.get(cv2.CAP_PROP_POS_FRAMES) or 0) - 1
-        last_t = -1.0
+        last_t, n_grabbed = -1.0, 0
         while True:
             if not cap.grab():
                 break
             frame_idx += 1
-            t_ms = cap.get(cv2.CAP_PROP_POS_MSEC)
-            t = t_ms / 1000.0 if t_ms is not None and t_ms >= 0 else -1.0
-            if t <= last_t and last_t >= 0:
-                t = last_t + 1.0 / src_fps
+            t = frame_time(cap.get(cv2.CAP_PROP_POS_MSEC), last_t, n_grabbed > 0, probe.fps)
             last_t = t
+            n_grabbed += 1
             if t >= end_s:
                 break
             if t + 0.5 / src_fps < start_s or not sampler.take(t):

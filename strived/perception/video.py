@@ -194,6 +194,20 @@ def select_times(times_s, sample_fps: float, source_fps: float = 0.0) -> np.ndar
     return np.array([sampler.take(float(t)) for t in times_s], dtype=bool)
 
 
+def frame_time(t_ms: float | None, last_t: float, follows: bool, src_fps: float) -> float:
+    """The time in seconds of a grabbed frame from the decoder's ``t_ms`` (its POS_MSEC).
+
+    Some demuxers report 0, nothing or non-increasing times: a frame that ``follows`` another
+    (``last_t``) and is not later than it is placed one nominal frame period after it (30 fps
+    when the container gives no rate). Shared by whole-file and seeking decodes so both place the
+    same frame at the same instant.
+    """
+    t = t_ms / 1000.0 if t_ms is not None and t_ms >= 0 else -1.0
+    if follows and t <= last_t:
+        t = last_t + 1.0 / (src_fps if src_fps > 0 else 30.0)
+    return t
+
+
 def iter_frames(path: str | os.PathLike, sample_fps: float = 10.0, *, probe: VideoProbe | None = None,
                 max_width: int | None = None) -> Iterator[SampledFrame]:
     """Decode ``path`` and yield the frames chosen at ``sample_fps`` (<= 0: every frame).
@@ -217,12 +231,7 @@ def iter_frames(path: str | os.PathLike, sample_fps: float = 10.0, *, probe: Vid
             if not cap.grab():
                 break
             frame_idx += 1
-            t_ms = cap.get(cv2.CAP_PROP_POS_MSEC)
-            t = t_ms / 1000.0 if t_ms is not None and t_ms >= 0 else -1.0
-            # Some demuxers report 0 or non-increasing times: fall back to the nominal rate.
-            if t <= last_t and frame_idx > 0:
-                t = last_t + (1.0 / src_fps if src_fps > 0 else 1.0 / 30.0)
-            last_t = t
+            t = last_t = frame_time(cap.get(cv2.CAP_PROP_POS_MSEC), last_t, frame_idx > 0, src_fps)
             if not sampler.take(t):
                 continue
             ok, img = cap.retrieve()

@@ -132,3 +132,13 @@ def test_rotated_video_reports_the_size_of_the_frames_it_decodes(tmp_path):
     assert p.rotation_deg == 90
     assert (p.width, p.height) == (180, 320)
     assert frames and frames[0].image.shape[:2] == (p.height, p.width)
+
+
+def test_frame_time_repairs_missing_and_non_increasing_stamps_the_same_for_every_decode():
+    from strived.perception.video import frame_time
+
+    assert frame_time(400.0, 0.3, True, 25.0) == pytest.approx(0.4)
+    assert frame_time(300.0, 0.3, True, 25.0) == pytest.approx(0.34)   # not later: one period on
+    assert frame_time(None, 0.3, True, 0.0) == pytest.approx(0.3 + 1 / 30)  # no rate: 30 fps
+    assert frame_time(-1.0, -1.0, False, 25.0) == -1.0                 # the first frame is kept
+    assert frame_time(0.0, 0.0, True, 10.0) == pytest.approx(0.1)
