@@ -23,16 +23,16 @@ def main(argv: list[str] | None = None) -> int:
                    help="check this installation offline (index a generated clip, search it) and exit")
     args = p.parse_args(argv)
     if args.self_test:
-        from .self_test import run_self_test
+        from .self_test import run_self_test  # lazy: loads PySide6
 
         return run_self_test()
 
     from PySide6.QtCore import QSettings, QTimer
     from PySide6.QtWidgets import QApplication
 
-    from .main_window import MainWindow
-    from .settings import AppSettings
-    from .theme import apply_theme
+    from .main_window import MainWindow  # lazy: loads PySide6
+    from .settings import AppSettings  # lazy: loads PySide6
+    from .theme import apply_theme  # lazy: loads PySide6
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("STRIVE-D")

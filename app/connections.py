@@ -13,15 +13,15 @@ import contextlib
 import threading
 from typing import Callable, Iterator
 
+from strived import api
+from strived.api import Cancelled
 
 class LibraryConnections:
     """Per-thread ``strived.store.library.Library`` objects of one library folder."""
 
     def __init__(self, folder: str, opener: Callable | None = None, first=None):
         if opener is None:
-            from strived.api import Library
-
-            opener = Library.open
+            opener = api.Library.open
         self.folder = str(folder)
         self._opener = opener
         self._lock = threading.Lock()
@@ -33,8 +33,6 @@ class LibraryConnections:
 
     def get(self):
         """The calling thread's Library (opened now when the thread has none)."""
-        from strived.api import Cancelled
-
         tid = threading.get_ident()
         with self._lock:
             if self.closed:
@@ -50,8 +48,6 @@ class LibraryConnections:
     def use(self) -> Iterator[object]:
         """The calling thread's Library, kept open until the block ends (worker jobs). Marked busy
         under the lock before it is handed out, so ``close_all()`` can never close it mid-job."""
-        from strived.api import Cancelled
-
         tid = threading.get_ident()
         with self._lock:
             if self.closed:

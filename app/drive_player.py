@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QObject, Signal
 
+from .frames import BoxOverlay
 
 class DrivePlayback(QObject):
     """Follows ``player.edge_reached`` through the parts of one merged hit."""
@@ -36,8 +37,6 @@ class DrivePlayback(QObject):
         return self.parts[self.index]["video_id"] if self.parts else None
 
     def _on_edge(self, direction: int, playing: bool) -> None:
-        from .frames import BoxOverlay
-
         k = self.index + direction
         if not self.parts or not 0 <= k < len(self.parts):
             return

@@ -9,11 +9,10 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import (QApplication, QDialog, QDialogButtonBox, QLabel, QPlainTextEdit,
                                QPushButton, QVBoxLayout, QWidget)
 
+from strived.api import StrivedError
 
 def user_message(exc: BaseException) -> str:
     """A message a user can act on: engine errors already carry one; others get a plain summary."""
-    from strived.api import StrivedError
-
     if isinstance(exc, StrivedError):
         return str(exc)
     if isinstance(exc, PermissionError):

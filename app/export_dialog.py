@@ -9,8 +9,9 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDoubleSpinBox, QF
                                QFormLayout, QHBoxLayout, QLabel, QLineEdit, QProgressBar,
                                QPushButton, QVBoxLayout, QWidget)
 
-from strived.api import pad_rows
+from strived.api import export_results, fast_copy_available, pad_rows
 
+from .errors import user_message
 from .workers import Worker
 
 __all__ = ["ExportDialog", "pad_rows"]
@@ -27,8 +28,6 @@ class ExportDialog(QDialog):
                  parent: QWidget | None = None, extents: dict[str, tuple] | None = None,
                  title: str = "Export results", lead_s: tuple[float, float] = (0.0, 0.0)):
         super().__init__(parent)
-        from strived.api import fast_copy_available
-
         self.setWindowTitle(title)
         self.rows, self.context = rows, context
         self.extents = dict(extents or {})
@@ -109,8 +108,6 @@ class ExportDialog(QDialog):
             self.folder.setText(d)
 
     def start(self) -> None:
-        from strived.api import export_results
-
         folder = self.folder.text().strip()
         if not folder:
             self._error("Choose an export folder first.")
@@ -153,8 +150,6 @@ class ExportDialog(QDialog):
         self.exported.emit(report)
 
     def _on_errored(self, exc, _tb) -> None:
-        from .errors import user_message
-
         self._error(user_message(exc))
         self._idle()
 

@@ -11,6 +11,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from strived.api import VideoDecodeError
 
 class FrameDecoder:
     """Decodes frame ``frame_idx`` (0-based) of one video, reading forward when that is cheaper."""
@@ -24,8 +25,6 @@ class FrameDecoder:
         self.path = str(path)
         self._cap = cv2.VideoCapture(self.path)
         if not self._cap.isOpened():
-            from strived.api import VideoDecodeError
-
             raise VideoDecodeError(self.path, "the file cannot be opened (missing or not a video)")
         self.fps = float(self._cap.get(cv2.CAP_PROP_FPS)) or 25.0
         self.n_frames = int(self._cap.get(cv2.CAP_PROP_FRAME_COUNT))
@@ -83,8 +82,6 @@ class FrameDecoder:
             if idx < frame_idx and frame_idx - idx <= 2:
                 self._put(idx, cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
         if not ok or bgr is None:
-            from strived.api import VideoDecodeError
-
             self._next = 10**9      # force a seek next time
             raise VideoDecodeError(self.path, "no frame (end of file or corrupt stream)", frame_idx)
         rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)

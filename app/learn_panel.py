@@ -9,6 +9,9 @@ from PySide6.QtCore import QTimer, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QMessageBox, QProgressBar, QPushButton, QWidget
 
+from strived import api
+from strived.api import EVENT_KEYS, StrivedError
+
 from .connections import library_job
 from .learn_dialog import LearnDialog
 from .workers import JobQueue, Worker
@@ -16,15 +19,11 @@ from .workers import JobQueue, Worker
 
 def learn_job(library, event: str, *, progress=None, cancel=None):
     """``strived.learning.learn`` on the learning worker's own connection."""
-    from strived import api
-
     return api.learn_from_marks(library, event, progress=progress, cancel=cancel)
 
 
 def _library_event(match: dict | None) -> str | None:
     """The library event a search resolved to (None: no event, or a rule of the user's own)."""
-    from strived.api import EVENT_KEYS
-
     ev = (match or {}).get("event")
     return ev if ev in EVENT_KEYS else None
 
@@ -100,9 +99,6 @@ class LearnPanel(QWidget):
     # ------------------------------------------------------------------ state
     def refresh(self) -> None:
         """Enable the buttons for the event the shown search resolved to, with its mark counts."""
-        from strived import api
-        from strived.api import StrivedError
-
         w = self.w
         if self.running and (w.library is None or self.worker.library_path != w.library_path):
             self.cancel()                   # the library it learns from was closed
@@ -212,9 +208,7 @@ class LearnPanel(QWidget):
         self.finished.emit(res)
 
     def _on_errored(self, exc, tb) -> None:
-        from strived.api import LearnRefused
-
-        if isinstance(exc, LearnRefused):
+        if isinstance(exc, api.LearnRefused):
             self.status.setText("Nothing learned: see the message.")
             box = QMessageBox(QMessageBox.Icon.Information, "Nothing learned", str(exc)[:1].upper()
                               + str(exc)[1:] + ".", QMessageBox.StandardButton.Ok, self.w)
@@ -229,9 +223,6 @@ class LearnPanel(QWidget):
     # ------------------------------------------------------------------ keep, undo
     def keep(self, res) -> None:
         """Keep the refitted numbers (as `strived learn --yes`) and search again with them."""
-        from strived import api
-        from strived.api import StrivedError
-
         w = self.w
         if w.library is None or self.dialog is None or self.dialog.library_path != w.library_path:
             return
@@ -246,9 +237,6 @@ class LearnPanel(QWidget):
 
     def undo(self) -> None:
         """Go back to the numbers used before the learned version in use, and search again."""
-        from strived import api
-        from strived.api import StrivedError
-
         w = self.w
         if w.library is None or self.event is None or self.running:
             return

@@ -7,6 +7,9 @@ No Qt. Marks and saved searches are written by the store (``Library.set_mark``,
 
 from __future__ import annotations
 
+from strived import api
+from strived.api import EVENTS
+
 SAVED_FORMAT = "strived.saved_search/1"
 
 
@@ -44,13 +47,11 @@ def list_saved(library) -> list[tuple[str, str, str]]:
 
 def load_saved(library, name: str):
     """(SearchResponse rebuilt from the stored ranking, spec, stale-notice or None)."""
-    from strived.api import SearchHit, SearchResponse
-
     row = library.saved_search(name)
     if row is None:
         raise KeyError(name)
     spec = row["spec"]
-    hits = [SearchHit(rank=h["rank"], video_id=h["video_id"], path=h.get("path"), score=h["score"],
+    hits = [api.SearchHit(rank=h["rank"], video_id=h["video_id"], path=h.get("path"), score=h["score"],
                       span_s=tuple(h["span_s"]) if h.get("span_s") else None,
                       per_source=h.get("per_source") or {}, peak_track=h.get("peak_track"),
                       relevance=h.get("relevance"), steps=h.get("steps"), absent=h.get("absent"))
@@ -60,7 +61,7 @@ def load_saved(library, name: str):
     if spec.get("index_version") != now:
         notice = (f"saved at index version {spec.get('index_version')}, the library is now at "
                   f"{now}: the stored ranking is shown; press Enter to search again")
-    resp = SearchResponse(query=spec["query"], hits=hits, rule=spec.get("rule"),
+    resp = api.SearchResponse(query=spec["query"], hits=hits, rule=spec.get("rule"),
                           match=spec.get("match") or {}, weights=spec.get("weights") or {},
                           notices=[notice] if notice else [], sources_used=spec.get("sources") or [])
     return resp, spec, notice
@@ -141,10 +142,6 @@ def quick_stats(library) -> dict:
 
 def event_names() -> list[str]:
     """Names and phrases of the calibrated library's events (query completion)."""
-    try:
-        from strived.api import EVENTS
-    except ImportError:
-        return []
     out: list[str] = []
     for e in EVENTS:
         for s in (e.name, *e.examples[:2]):

@@ -21,7 +21,12 @@ from PySide6.QtWidgets import (QHBoxLayout, QInputDialog, QLabel, QListWidget, Q
                                QPlainTextEdit, QPushButton, QSplitter, QTabWidget, QTextEdit,
                                QVBoxLayout, QWidget)
 
+from strived import api
+from strived.api import RuleError, field_hints, parse_rule, rule_schema
+
+from .connections import library_job
 from .rule_form import WARNING_COLOR, RuleForm
+from .workers import Worker
 
 _SCALAR = re.compile(r"-?\d+(\.\d+)?([eE][+-]?\d+)?|true|false|null")
 
@@ -113,9 +118,6 @@ def schema_at(schema: dict, pointer: str) -> dict:
 def hints_job(library) -> tuple[int, dict]:
     """(content version, field statistics) of ``library`` for the form's hints (a worker job; the
     worker thread's scorer is the one its searches use, so its columns are not read twice)."""
-    from strived import api
-    from strived.api import field_hints
-
     ver = library.content_version
     return ver, field_hints(api.scorer_for(library), library.availability())
 
@@ -200,8 +202,6 @@ class RuleEditor(QWidget):
 
     def schema(self) -> dict:
         if self._schema is None:
-            from strived.api import rule_schema
-
             self._schema = rule_schema()
         return self._schema
 
@@ -229,9 +229,6 @@ class RuleEditor(QWidget):
                                           and getattr(self._hints_worker, "version", None) == ver
                                           and not self._hints_worker.is_done):
             return
-        from .connections import library_job
-        from .workers import Worker
-
         w = Worker(library_job, self._conns, hints_job, pass_progress=False, pass_cancel=False,
                    name="rule-form-hints")
         w.version = ver
@@ -309,8 +306,6 @@ class RuleEditor(QWidget):
 
     def validate(self) -> bool:
         """Parse + validate now; show errors at their place. Returns validity."""
-        from strived.api import RuleError, parse_rule
-
         self._timer.stop()
         src = self.text.toPlainText()
         errs: list[tuple[str, str, int]] = []

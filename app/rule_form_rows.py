@@ -18,7 +18,7 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QComboBox, QFrame, QGroupBox, QHBoxLayout, QLabel, QLineEdit,
                                QToolButton, QVBoxLayout, QWidget)
 
-from strived.api import EGO_FIELDS, FIELD_UNITS, OBJECT_FIELDS, OPS
+from strived.api import EGO_FIELDS, FIELD_UNITS, OBJECT_FIELDS, OPS, hint_text
 
 if TYPE_CHECKING:
     from .rule_fragment import FragmentEditor
@@ -283,8 +283,6 @@ class GateRow(Row):
         return d
 
     def update_hint(self) -> None:
-        from strived.api import hint_text
-
         f = self.widgets["field"].currentData()
         self.unit.setText(FIELD_UNITS.get(f, "") or "")
         self.hint.setText(hint_text(self.form.hints, f) if self.form.hints else self.form.no_hints)
@@ -407,8 +405,6 @@ class SoftRow(Row):
         return out
 
     def update_hint(self) -> None:
-        from strived.api import hint_text
-
         f = self.widgets["field"].currentData()
         self.unit.setText(FIELD_UNITS.get(f, "") or "")
         if not self.form.hints:

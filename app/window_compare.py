@@ -7,6 +7,8 @@ import os
 
 from PySide6.QtCore import Qt
 
+from strived import api
+
 from .compare import CompareView
 from .connections import library_job
 from .workers import Worker
@@ -14,8 +16,6 @@ from .workers import Worker
 
 def compare_job(library, items: list[dict]) -> list[dict]:
     """Records and the rule's explanation of each compared video (the plots under the players)."""
-    from strived import api
-
     out = []
     for it in items:
         it = dict(it)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from strived.api import StrivedError, clip_rows, library_versions
+
 from . import library_ops as ops
 
 
@@ -29,9 +31,7 @@ class ExportControl:
         self._open_export(ids, f"Export the {len(ids)} marked result{'s' if len(ids) != 1 else ''}")
 
     def _open_export(self, ids: list[str] | None, title: str):
-        from strived.api import clip_rows, library_versions
-
-        from .export_dialog import ExportDialog
+        from .export_dialog import ExportDialog  # lazy: loads PySide6
 
         rows = clip_rows(self.response, self.library, video_ids=ids, marks=self.model.marks)
         ctx = {"query": self.response.query, "rule": self.response.rule,
@@ -67,8 +67,6 @@ class ExportControl:
                    for r, c in zip(done, clips)]
         if not report.files and not report.clips:
             return
-        from strived.api import StrivedError
-
         try:
             self.model.set_exports(ops.record_exports(self.library, entries))
         except StrivedError as exc:          # a read-only or busy library: the files are written

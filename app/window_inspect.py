@@ -15,8 +15,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from strived import api
+from strived.api import gate_witnesses, parse_rule
+
 from .connections import library_job
 from .drive_player import follow_drive
+from .frames import BoxOverlay
 from .player import PlayerWidget
 from .timeline import TimelineWidget
 from .timeline_text import absent_text, sequence_parts, step_text
@@ -26,9 +30,6 @@ from .workers import Worker
 def inspect_job(library, video_id: str, rule: dict | None):
     """Records (for box overlays), the rule's explanation (for the timeline) of one video, and
     each hard gate's witness: the track (or the ego, track -1) that met it and when."""
-    from strived import api
-    from strived.api import gate_witnesses, parse_rule
-
     rec = library.get_video(video_id)
     if not rule:
         return rec, None, []
@@ -143,8 +144,6 @@ class InspectControl:
         if worker is not self._inspect_worker:
             return
         rec, exp, witnesses = result
-        from .frames import BoxOverlay
-
         self.player.overlay_data = BoxOverlay(rec)
         self.player.seek(self.player.frame_idx)
         if exp is not None:

@@ -14,8 +14,11 @@ from PySide6.QtWidgets import (
     QMessageBox,
 )
 
+from strived import api
+
 from . import library_ops as ops
 from .connections import LibraryConnections, library_job
+from .frames import BoxOverlay
 from .index_panel import IndexPanel
 from .library_view import LibraryView
 from .welcome import default_library_for
@@ -25,20 +28,16 @@ from .workers import Worker
 def index_job(folder: str, library_folder: str, *, sample_fps: float, device: str,
               detector_path: str = "", embedder_dir: str = "", progress=None, cancel=None):
     """Indexing on its own library connection (the UI keeps reading on its own)."""
-    from strived.api import Library, detector_spec_for_path, index_folder
-
-    lib = Library.open(library_folder)
+    lib = api.Library.open(library_folder)
     try:
-        rep = index_folder(folder, lib, sample_fps=sample_fps, device=device,
-                           detector=detector_spec_for_path(detector_path), progress=progress,
-                           cancel=cancel)
+        rep = api.index_folder(folder, lib, sample_fps=sample_fps, device=device,
+                               detector=api.detector_spec_for_path(detector_path), progress=progress,
+                               cancel=cancel)
         if not rep.cancelled and len(lib):
-            from strived.api import build_text_index_in_process
-
             # BM25, dense, rule features: in a process of its own (loading the embedder in this
             # one held the interpreter lock long enough to freeze the window for ~300 ms)
-            build_text_index_in_process(library_folder, embedder_dir=embedder_dir or None,
-                                        progress=progress, cancel=cancel)
+            api.build_text_index_in_process(library_folder, embedder_dir=embedder_dir or None,
+                                            progress=progress, cancel=cancel)
         return rep
     finally:
         lib.close()
@@ -46,27 +45,19 @@ def index_job(folder: str, library_folder: str, *, sample_fps: float, device: st
 
 def missing_job(library) -> list:
     """Videos of the library whose file is gone (``strived.maintenance.footage``)."""
-    from strived.api import missing_videos
-
-    return missing_videos(library)
+    return api.missing_videos(library)
 
 
 def find_moved_job(library, folder: str):
-    from strived.api import find_moved
-
-    return find_moved(library, folder)
+    return api.find_moved(library, folder)
 
 
 def relink_job(library, old: str, new: str):
-    from strived.api import relink
-
-    return relink(library, old, new)
+    return api.relink(library, old, new)
 
 
 def remove_job(library, video_ids: list[str]) -> list[str]:
-    from strived.api import remove_videos
-
-    return remove_videos(library, video_ids)
+    return api.remove_videos(library, video_ids)
 
 
 def relink_summary(rep, what: str) -> tuple[str, str]:
@@ -115,13 +106,11 @@ class LibraryControl:
     def open_library(self, folder: str, create: bool = False, ask: bool = True) -> bool:
         """Open the library in ``folder``. A folder without a library: a video folder is offered
         for indexing (its library is kept apart), an empty one for a new library."""
-        from strived.api import DB_NAME, Library
-
         if not create and ask and os.path.isdir(folder) and \
-                not os.path.exists(os.path.join(folder, DB_NAME)):
+                not os.path.exists(os.path.join(folder, api.DB_NAME)):
             return self._offer_library_for(folder)
         try:
-            lib = Library.open(folder, create=create)
+            lib = api.Library.open(folder, create=create)
         except Exception as exc:  # noqa: BLE001
             self.presenter.present("Cannot open the library", exc)
             return False
@@ -151,10 +140,8 @@ class LibraryControl:
     def _offer_library_for(self, folder: str) -> bool:
         """``folder`` holds no library: index its videos (a library of their own), or create one."""
         try:
-            from strived.api import survey_videos
-
             # bounded: a home folder can hold millions of files (the count is then a lower bound)
-            sv = survey_videos(folder, time_budget_s=0.5)
+            sv = api.survey_videos(folder, time_budget_s=0.5)
         except Exception:  # noqa: BLE001 - unreadable: offer an empty library
             sv = {"videos": 0, "complete": True, "folders": 0}
         n = sv["videos"]
@@ -226,8 +213,6 @@ class LibraryControl:
         self.jobs.submit(w)
 
     def _show_boxes(self, rec) -> None:
-        from .frames import BoxOverlay
-
         self.player.overlay_data = BoxOverlay(rec)
         self.player.seek(self.player.frame_idx)
         self.browsed.emit(rec.info.id)
@@ -516,9 +501,7 @@ class LibraryControl:
         """Count the videos under ``folder`` in a worker, then ask before ``then(folder)`` starts:
         Enter in a folder dialog accepts the folder it opened in (a home folder, say), and a whole
         tree must not start indexing without the user seeing what it holds."""
-        from strived.api import survey_videos
-
-        w = Worker(survey_videos, folder, pass_progress=False, pass_cancel=False, name="survey")
+        w = Worker(api.survey_videos, folder, pass_progress=False, pass_cancel=False, name="survey")
         w.signals.finished.connect(lambda res, f=folder: self._ask_index(f, res, then))
         w.signals.errored.connect(lambda exc, tb: self.presenter.present("Cannot read the folder", exc, tb))
         self.jobs.submit(w)

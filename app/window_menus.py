@@ -14,6 +14,9 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
+from strived import api
+
+from .about import about_html
 from .welcome import WelcomeDialog, show_welcome_at_start
 
 
@@ -213,8 +216,4 @@ class MenuControl:
         return self.shortcuts_dialog
 
     def show_about(self) -> None:
-        from strived import api
-
-        from .about import about_html
-
         QMessageBox.about(self, "About STRIVE-D", about_html(api.__version__))

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
 
+from strived.api import Cancelled
 
 class WorkerSignals(QObject):
     """Signals of one Worker (started, progressed, errored, finished, cancelled)."""
@@ -85,8 +86,6 @@ class Worker(QRunnable):
             self.signals.progressed.emit(ev)
 
     def run(self) -> None:  # noqa: D401 - QRunnable API
-        from strived.api import Cancelled
-
         self.signals.started.emit()
         kwargs = dict(self.kwargs)
         if self.pass_progress:

@@ -8,7 +8,8 @@ import pkgutil
 import sqlite3
 import sys
 
-from . import __version__
+from . import __version__, commands
+from .commands.terminal import install
 from .errors import StrivedError
 
 
@@ -18,7 +19,6 @@ def build_parser() -> argparse.ArgumentParser:
         description="STRIVE-D: search dashcam footage in plain language (offline).")
     p.add_argument("--version", action="version", version=f"strived {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    from . import commands
 
     for m in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         if m.name.startswith("_"):
@@ -33,7 +33,6 @@ def main(argv: list[str] | None = None) -> int:
     import multiprocessing
 
     multiprocessing.freeze_support()   # a frozen bundle's indexing worker processes start here
-    from .commands.terminal import install
 
     install()          # no control sequence from data reaches the terminal
     parser = build_parser()

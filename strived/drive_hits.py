@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from .store import drives as store
+
 
 def _touches(a, fa: dict, b, fb: dict) -> bool:
     tol = float(fa.get("tolerance_s") or 0.0)
@@ -38,7 +40,6 @@ def merge_hits(library, hits: list) -> list:
     spanned = [h for h in hits if h.span_s is not None]
     if len(spanned) < 2:
         return hits
-    from .store import drives as store
 
     try:
         files = store.files_of(library, [h.video_id for h in spanned])

@@ -27,6 +27,10 @@ import re
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .perception.camera_id import name_pattern, signature
+from .store import cameras as cam_store
+from .store import drives as store
+
 GAP_TOL_S = 2.0          # a dashcam opens the next file within ~1-2 s of closing one
 _DATE_TIME = re.compile(r"(?<!\d)(20\d\d)[-_.]?(\d\d)[-_.]?(\d\d)[-_T ]?(\d\d)[-_.:]?(\d\d)[-_.:]?(\d\d)(?!\d)")
 _NEXTBASE = re.compile(r"^(\d\d)(\d\d)(\d\d)_(\d\d)(\d\d)(\d\d)_")
@@ -43,8 +47,6 @@ def _epoch(y: int, mo: int, d: int, h: int, mi: int, s: int) -> float | None:
 def name_start(name: str) -> tuple[float, str] | None:
     """(seconds since the epoch, read as if UTC, and the text read) of the time stamp in a file
     name, or None when its naming has none."""
-    from .perception.camera_id import name_pattern
-
     stem = Path(str(name)).stem
     family = name_pattern(stem)
     if family in _NO_TIME:
@@ -91,8 +93,6 @@ def file_length(n_frames, fps, duration_s) -> float | None:
 def read_start(video: dict) -> dict:
     """The start evidence of one video row (``Library.list_videos`` plus ``rev``): start_s,
     source, detail, length_s, sig_key."""
-    from .perception.camera_id import signature
-
     path = video.get("path")
     name = path or video["id"]
     length = file_length(video.get("n_frames"), video.get("fps"), video.get("duration_s"))
@@ -153,9 +153,6 @@ def group(starts: list[dict], camera_of: dict[str, str], tolerance_s: float = GA
 def refresh(lib, tolerance_s: float = GAP_TOL_S) -> dict:
     """Read the start of every video not read yet (or written again since) and regroup the
     library's drives; one transaction. Returns {"drives", "files", "read", "unknown"}."""
-    from .store import cameras as cam_store
-    from .store import drives as store
-
     have = store.starts(lib)
     revs = store.video_revs(lib)
     new = []

@@ -19,6 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from . import __version__
+from .clipwriter import open_writer
+from .clipwriter import clip_codec as _codec
+from .drive_clips import n_frames as drive_frames
+from .drive_clips import pad_parts, row_fields
 from .errors import Cancelled, StrivedError, UnsafePathError
 from .jobs import CancelFn, ProgressFn, check_cancel, report
 from .safepaths import output_path, safe_filename, unique_filename
@@ -72,8 +77,6 @@ def clip_rows(response, library=None, *, video_ids: Iterable[str] | None = None,
     when the hit has no span). ``relevance``: the calibrated probability that the video matches
     the query (None when not estimated); ``score``: the fused reciprocal-rank value, which orders
     the list but is no probability."""
-    from .drive_clips import row_fields
-
     keep = None if video_ids is None else list(video_ids)
     vers = library_versions(library)
     match = dict(_get(response, "match", None) or {})
@@ -144,8 +147,6 @@ def pad_rows(rows: list[dict], lead_in_s: float, lead_out_s: float,
                 f0, f1 = max(0, min(f0, n_frames - 1)), max(0, min(f1, n_frames - 1))
             r["start_frame"], r["end_frame"] = f0, f1
         if r.get("drive_parts"):
-            from .drive_clips import pad_parts
-
             r["drive_parts"] = pad_parts(r["drive_parts"], lead_in_s, lead_out_s)
         out.append(r)
     return out
@@ -236,8 +237,6 @@ def to_csv(rows: list[dict]) -> str:
 
 def to_json(rows: list[dict], context: dict) -> str:
     """The clip list with its provenance: query, rule, fusion weights, versions."""
-    from . import __version__
-
     doc = {"format": "strived.cliplist/1", "strived_version": __version__,
            "query": context.get("query"), "rule": context.get("rule"),
            "weights": context.get("weights"), "match": context.get("match"),
@@ -331,8 +330,6 @@ def fast_copy_available() -> str | None:
 
 def clip_codec() -> str:
     """What re-encoded clips are written with here (``libx264`` through PyAV, or an OpenCV FourCC)."""
-    from .clipwriter import clip_codec as _codec
-
     return _codec()
 
 
@@ -349,8 +346,6 @@ def cut_segments_reencode(segments, dst: Path, cancel: CancelFn = None,
     clip ``dst`` (as `cut_clip_reencode`): several make one clip over the files of a drive
     (`strived.drive_clips`), whose frames must have one size."""
     import cv2
-
-    from .clipwriter import open_writer
 
     caps: list = []
 
@@ -517,9 +512,8 @@ def _cut_clips(rows: list[dict], out: Path, clips: str, rep: ExportReport, progr
     clip_dir = _target(out, "clips")
     _check_writable(clip_dir)
     clip_names: set[str] = set()
-    from .drive_clips import n_frames
 
-    total = sum(n_frames(r["drive_parts"]) if r.get("drive_parts") else
+    total = sum(drive_frames(r["drive_parts"]) if r.get("drive_parts") else
                 max(1, (r["end_frame"] or 0) - (r["start_frame"] or 0) + 1) for r in rows)
     done = 0
     for r in rows:
@@ -554,7 +548,7 @@ def _cut_clips(rows: list[dict], out: Path, clips: str, rep: ExportReport, progr
             path = cut_clip_reencode(src, dst, r["start_frame"], r["end_frame"], cancel, on_frame)
         else:
             path = cut_clip_copy(src, dst, r["start_s"], r["end_s"])
-        done += n_frames(across) if across else max(1, (r["end_frame"] or 0) - (r["start_frame"] or 0) + 1)
+        done += drive_frames(across) if across else max(1, (r["end_frame"] or 0) - (r["start_frame"] or 0) + 1)
         report(progress, "clips", done, total, item=r["video_id"])
         r["clip_path"] = path
         rep.clips.append(path)

@@ -12,6 +12,9 @@ from pathlib import Path
 from .errors import StrivedError
 from .jobs import CancelFn, ProgressFn
 from .rulelib.fit.learn import LearnRefused  # noqa: F401  (raised by `learn`; callers catch it here)
+from .rulelib.fit.learn import MIN_NOT_RELEVANT, MIN_RELEVANT, event_marks, learn_event
+from .rulelib.learned import add_version, history
+from .rulelib.learned import undo as undo_version
 
 PROFILES = ("tracks", "video")
 
@@ -20,8 +23,6 @@ def mark_counts(library, event: str) -> dict:
     """What a refit of ``event`` would start from: {"profile", "relevant", "not_relevant" (marked
     videos of that profile), "both" (videos marked both ways), "min_relevant", "min_not_relevant",
     "unused" (notes on marks left out)}."""
-    from .rulelib.fit.learn import MIN_NOT_RELEVANT, MIN_RELEVANT, event_marks
-
     marks, unused, profile = event_marks(library, event)
     by_vid: dict[str, set[bool]] = {}
     for m in marks:
@@ -36,16 +37,12 @@ def learn(library, event: str, *, profile: str | None = None, progress: Progress
           cancel: CancelFn = None):
     """Refit ``event`` from the marks (`strived.rulelib.fit.learn.learn_event`): a LearnResult,
     kept by nothing. Raises LearnRefused (too few or contradictory marks) and Cancelled."""
-    from .rulelib.fit.learn import learn_event
-
     return learn_event(library, event, profile=profile, progress=progress, cancel=cancel)
 
 
 def keep(library, result) -> tuple[int, Path]:
     """Keep an accepted LearnResult as the event's version in use (what `strived learn --yes`
     does). Returns (version, file written)."""
-    from .rulelib.learned import add_version
-
     if not result.accepted:
         raise StrivedError(f"the refitted numbers for {result.event} were not accepted ({result.reason}); "
                            "nothing kept")
@@ -55,8 +52,6 @@ def keep(library, result) -> tuple[int, Path]:
 def active_versions(library, event: str) -> dict[str, int]:
     """{profile: learned version in use} of ``event`` (profiles using the shipped numbers left
     out). Raises LearnedRulesError when the learned file is damaged."""
-    from .rulelib.learned import history
-
     out = {}
     for p in PROFILES:
         h = history(library, event, p)
@@ -69,8 +64,6 @@ def undo(library, event: str, profile: str | None = None) -> tuple[str, int, int
     """Go back to the version used before the one in use (`strived learn --undo`): of
     ``profile``, else of the first profile with a learned version in use. Returns (profile,
     version undone, version now in use (0: shipped), file written)."""
-    from .rulelib.learned import undo as undo_version
-
     prof = profile or next(iter(active_versions(library, event)), "tracks")
     was, now, path = undo_version(library, event, prof)
     return prof, was, now, path

@@ -18,6 +18,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from .errors import RecordsError
+from .safepaths import video_id_problem
 
 FORMAT = "strived.records/1"
 OBJECT_FIELDS = ("distance", "loc_x", "loc_z", "lane_rel", "bbox_area", "score")
@@ -171,7 +172,6 @@ class VideoRecords:
         vid = v["id"]
         if not isinstance(vid, str) or not vid.strip():
             raise RecordsError("must be a non-empty string", path=P, key="video.id")
-        from .safepaths import video_id_problem
 
         why = video_id_problem(vid)
         if why:

@@ -11,7 +11,11 @@ import math
 
 import numpy as np
 
+from .errors import StrivedError
+from .jobs import check_cancel, report
 from .records import Track, VideoInfo, VideoRecords
+from .retrieval.sources import ensure_text_index
+from .store.library import Library
 
 FPS = 10.0
 DURATION_S = 20.0
@@ -338,10 +342,6 @@ def build_sample_library(folder, *, progress=None, cancel=None) -> dict:
     import json
     from pathlib import Path
 
-    from .errors import StrivedError
-    from .jobs import check_cancel, report
-    from .store.library import Library
-
     root = Path(folder)
     clips, lib_dir, stamp = root / "clips", root / "library", root / "sample.json"
     recs = sample_scenarios()
@@ -368,7 +368,6 @@ def build_sample_library(folder, *, progress=None, cancel=None) -> dict:
     notices: list[str] = []
     with Library.open(lib_dir, create=True) as lib:
         lib.add_videos(recs)
-        from .retrieval.sources import ensure_text_index
 
         try:
             ensure_text_index(lib, progress=progress, cancel=cancel)

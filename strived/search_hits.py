@@ -9,10 +9,14 @@ import weakref
 from collections import OrderedDict
 from typing import Any
 
+from .availability import judged_share
 from .jobs import check_cancel
 from .response import SearchHit
+from .retrieval.relevance import default_model, hit_features
 from .rule_source import scorer_for
 from .rules import Rule
+from .rules.explain import peak_span
+from .rules.sequence import match_sequence
 from .search_steps import Fusion, SearchRun
 
 
@@ -57,8 +61,6 @@ class HitBuilder:
     def __init__(self, run: SearchRun, fusion: Fusion, span_k: int):
         import numpy as np
 
-        from .retrieval.relevance import default_model
-
         library, used = run.library, fusion.used
         self.run, self.fusion, self.span_k = run, fusion, span_k
         self.vids_meta = None
@@ -93,8 +95,6 @@ class HitBuilder:
         return out
 
     def hit(self, k: int, vid: str, sc: float, at: dict[str, int]) -> SearchHit:
-        from .retrieval.relevance import hit_features
-
         ranked = self.run.ranked
         peak = int(ranked["rule"].peaks[at["rule"] - 1]) if at.get("rule") else None
         span = steps = absent = None
@@ -116,8 +116,6 @@ class HitBuilder:
     def rule_span(self, vid: str, peak: int | None) -> tuple:
         """(span, steps, absent) of the rule of ``vid``'s profile at its peak track (steps and
         absent: a sequence rule's, else None); remembered per rule and library state."""
-        from .rules.explain import peak_span
-
         run, library = self.run, self.run.library
         v_rule, v_memo = run.rule_obj, self.span_memo
         if run.rule_of and self.profiles.get(vid) in run.rule_of:
@@ -126,8 +124,6 @@ class HitBuilder:
         if key in v_memo:
             span = v_memo[key]
         elif v_rule.sequence is not None:
-            from .rules.sequence import match_sequence
-
             try:  # a sequence's span covers its steps: every track may take part
                 # (unknown terms take the library's expected values, as when it was scored)
                 m = match_sequence(library.get_video(vid), v_rule,
@@ -170,8 +166,6 @@ class HitBuilder:
 
     def judged_share(self, vid: str) -> dict[str, float]:
         """The part of the clip the rule judged ``vid`` on, for ego fields known on part of it."""
-        from .availability import judged_share
-
         run = self.run
         rule = run.rule_of.get(self.profiles.get(vid), run.rule_obj) if run.rule_of else run.rule_obj
         if rule is None:

@@ -22,10 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
+from .engine import scorer_for
 from .errors import StrivedError
 from .jobs import CancelFn, ProgressFn, check_cancel, report
 from .retrieval import similar as K
 from .retrieval.fusion import RRF_K, weighted_rrf
+from .retrieval.sources import library_embedder, open_dense_index
 
 
 @dataclass
@@ -196,8 +198,6 @@ def _dense(library, video_id: str, t0: float, t1: float, top: int) -> tuple[list
     """(video ids, cosines, segment spans) of the best segment of each other video for the mean
     vector of the example's segments over the span; the example's own segments are left out.
     Empty lists and a reason when the dense index cannot answer."""
-    from .retrieval.sources import library_embedder, open_dense_index
-
     try:
         idx = open_dense_index(library, library_embedder(library))
     except Exception as e:  # noqa: BLE001  (any reason the index cannot be read: said, not raised)
@@ -235,8 +235,6 @@ def more_like_this(library, video_id: str, t0: float, t1: float, track_id: int |
     subset of ("signals", "dense"). ``columns``: the library's `TrackColumns` when the caller has
     them (else `engine.scorer_for(library).columns`). Raises StrivedError for an unknown video or
     track, a bad span, or a span with too few known values to compare."""
-    from .engine import scorer_for
-
     t_all = time.perf_counter()
     timings: dict[str, float] = {}
     notices: list[str] = []

@@ -6,6 +6,8 @@ import json
 import os
 import sys
 
+from ..errors import StrivedError
+
 
 def default_library() -> str:
     return os.environ.get("STRIVED_LIBRARY", "strived-library")
@@ -53,8 +55,6 @@ def positive_float(max_value: float | None = None):
 def load_json_file(path: str, what: str = "JSON file"):
     """Parse a user's JSON file; any problem (missing, not UTF-8, not JSON, nested too deep)
     is a StrivedError naming the file, never a traceback."""
-    from ..errors import StrivedError
-
     try:
         with open(path, "rb") as fh:
             raw = fh.read()
@@ -69,8 +69,6 @@ def load_json_file(path: str, what: str = "JSON file"):
 
 def parse_json_text(text: str, what: str):
     """json.loads with errors as StrivedError (``what`` names the source in the message)."""
-    from ..errors import StrivedError
-
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:

@@ -7,6 +7,11 @@ import json
 import sys
 from pathlib import Path
 
+from ..errors import StrivedError
+from ..evaluation import bench_index
+from ..evaluation.bench_runner import BENCH_ORDER, parse_only, run_benchmarks
+from ..evaluation.ratios import format_bench
+
 
 def register(sub) -> None:
     p = sub.add_parser("bench", help="run the speed benchmarks (benchmarks/bench_*.py) and print ratios",
@@ -26,7 +31,6 @@ def register(sub) -> None:
     p.add_argument("--cache", default=None,
                    help="scale: folder for the built libraries and the embedding cache "
                         "(default ~/.cache/strived/bench-scale; also passed to scale when it runs with the others)")
-    from ..evaluation.bench_runner import BENCH_ORDER
 
     p.add_argument("--only", default=None,
                    help=f"comma-separated subset of {','.join(BENCH_ORDER)} (default: all)")
@@ -44,11 +48,7 @@ def cmd_bench(args) -> int:
     if args.suite == "index":
         return _cmd_index(args)
     if args.folder is not None:
-        from ..errors import StrivedError
-
         raise StrivedError("a folder is only taken by `strived bench index FOLDER`")
-    from ..evaluation.bench_runner import parse_only, run_benchmarks
-    from ..evaluation.ratios import format_bench
 
     names = parse_only(args.only)
     extra = {"scale": ["--cache", args.cache]} if args.cache else None
@@ -63,8 +63,7 @@ def cmd_bench(args) -> int:
 
 
 def _cmd_scale(args) -> int:
-    from ..errors import StrivedError
-    from ..evaluation import scale
+    from ..evaluation import scale  # lazy: loads numpy
 
     if any(n < 1 for n in args.videos):
         raise StrivedError("--videos: sizes must be positive")
@@ -83,9 +82,6 @@ def _cmd_scale(args) -> int:
 
 
 def _cmd_index(args) -> int:
-    from ..errors import StrivedError
-    from ..evaluation import bench_index
-
     if not args.folder:
         raise StrivedError("usage: strived bench index FOLDER [--workers N ...] [--json OUT]")
     echo = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731

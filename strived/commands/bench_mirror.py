@@ -27,7 +27,7 @@ def register(sub) -> None:
 
 
 def cmd_bench_mirror(args) -> int:
-    from ..evaluation.mirror import mirror_benchmark
+    from ..evaluation.mirror import mirror_benchmark  # lazy: loads numpy
 
     bar = TerminalProgress()
 

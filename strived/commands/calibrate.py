@@ -5,6 +5,11 @@ from __future__ import annotations
 import json
 import sys
 
+from ..errors import StrivedError
+from ..evaluation.bench import load_benchmark, split_benchmark, subset_benchmark
+from ..events import EVENTS as _ALL
+from ._common import TerminalProgress
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -57,20 +62,18 @@ def _load_corpus(aux: str, profile: str | None = None):
     only the videos of that calibration profile."""
     from pathlib import Path
 
-    from ..records import VideoRecords, iter_records_files
-    from ..rules.scorer import RuleScorer
+    from ..records import VideoRecords, iter_records_files  # lazy: loads numpy
+    from ..rules.scorer import RuleScorer  # lazy: loads numpy
 
     root = Path(aux)
     if (root / "library.sqlite").exists():
-        from ..store.library import Library
+        from ..store.library import Library  # lazy: loads numpy
         lib = Library.open(root)
         prof = lib.video_profiles()
         return RuleScorer(lib), [v for v in lib.video_ids() if profile in (None, prof[v])], lib, None
     bench = root if (root / "queries.json").exists() else None
     if bench is not None and profile == "video":
-        from ..evaluation.bench import load_benchmark, subset_benchmark
-        from ..evaluation.runner import prepare_library
-        from ._common import TerminalProgress
+        from ..evaluation.runner import prepare_library  # lazy: loads numpy
 
         b = subset_benchmark(load_benchmark(bench), "video")
         lib = prepare_library(b, index_videos=True, progress=TerminalProgress())
@@ -79,26 +82,22 @@ def _load_corpus(aux: str, profile: str | None = None):
         return RuleScorer(lib), vids, lib, bench
     if bench is not None and not (root / "records").is_dir():
         # a benchmark folder that references its records (e.g. benchmarks/composition)
-        from ..evaluation.bench import load_benchmark
         recs = [VideoRecords.load(it.records) for it in load_benchmark(bench).items if it.records]
     else:
         folder = root / "records" if bench is not None and (root / "records").is_dir() else root
         recs = [VideoRecords.load(p) for p in iter_records_files(folder)]
     if not recs:
-        from ..errors import StrivedError
         raise StrivedError(f"{aux}: no library.sqlite and no records files found")
     return RuleScorer.from_records(recs), [r.info.id for r in recs], None, bench
 
 
 def run(args) -> int:
-    from ..errors import StrivedError
-    from ..rulelib.fit.calibrate import calibrate_library
-    from ._common import TerminalProgress
+    from ..rulelib.fit.calibrate import calibrate_library  # lazy: loads numpy
 
     scorer, vids, lib, bench = _load_corpus(args.aux, args.profile)
     llm = None
     if args.extractor == "llm" or args.proposer == "llm":
-        from ..llm import LLMClient, load_llm_config
+        from ..llm import LLMClient, load_llm_config  # lazy: loads numpy
         llm = LLMClient(load_llm_config())
     labels = _weak_labels(args, vids, lib, bench, llm)
     vids, groups = _benchmark_split(args, vids, bench)
@@ -121,7 +120,7 @@ def run(args) -> int:
     out = {"library": str(args.out), "version": library.version,
            "events": [r.to_dict() for r in reports]}
     if args.cv:
-        from ..rulelib.fit.crossval import cross_validate, format_cv_table
+        from ..rulelib.fit.crossval import cross_validate, format_cv_table  # lazy: loads numpy
         folds, rows = cross_validate(scorer, labels, n_folds=args.cv, events=args.events, **kw)
         print(format_cv_table(folds, rows))
         out["crossval"] = {"folds": folds, "events": [r.to_dict() for r in rows]}
@@ -135,15 +134,14 @@ def run(args) -> int:
 def _weak_labels(args, vids: list[str], lib, bench, llm):
     """The weak labels of the options, merged: captions, label file, library marks, benchmark
     labels (StrivedError when an option does not fit AUX)."""
-    from ..errors import StrivedError
     from ..rulelib.fit.weak_labels import (WeakLabels, labels_from_benchmark, labels_from_captions,
-                                       load_captions, load_label_file, marks_from_library)
+                                       load_captions, load_label_file, marks_from_library)  # lazy: loads numpy
 
     labels = WeakLabels(list(vids))
     if args.captions:
         caps = load_captions(args.captions)
         if args.extractor == "llm":
-            from ..rulelib.fit.llm_fit import llm_extractor
+            from ..rulelib.fit.llm_fit import llm_extractor  # lazy: loads numpy
             ex = llm_extractor(llm)
             labels = labels.merge(labels_from_captions(caps, ex, "captions:llm"))
             if ex.n_fallbacks:
@@ -169,13 +167,9 @@ def _weak_labels(args, vids: list[str], lib, bench, llm):
 def _benchmark_split(args, vids: list[str], bench) -> tuple[list[str], dict | None]:
     """(videos to fit on, source group of each benchmark item or None): ``--split design`` keeps
     the design split's videos; ``--sources auto`` groups by source (both need benchmark labels)."""
-    from ..errors import StrivedError
-
     groups = None
     bench_dir = args.benchmark or (bench if args.benchmark_labels else None)
     if bench_dir is not None:
-        from ..evaluation.bench import load_benchmark, split_benchmark
-
         b = load_benchmark(bench_dir)
         if args.split == "design":
             keep = {it.id for it in split_benchmark(b, "design").items}
@@ -190,8 +184,6 @@ def _benchmark_split(args, vids: list[str], bench) -> tuple[list[str], dict | No
 def _base_and_provenance(args, vids: list[str], labels, lib) -> tuple:
     """(library to start from or None, provenance): the video profile's uncalibrated forms, or
     ``--update``'s file with events added to the inventory since; the corpus, labels and profile."""
-    from ..errors import StrivedError
-
     prov = {"corpus": f"{args.aux} ({len(vids)} videos with records)",
             "label_source": ", ".join(labels.sources)}
     if args.profile:
@@ -202,13 +194,12 @@ def _base_and_provenance(args, vids: list[str], labels, lib) -> tuple:
             prov["perception_version"] = ", ".join(sorted(perc))
     base = None
     if args.profile == "video" and not args.update:
-        from ..rulelib.library import RuleLibrary
+        from ..rulelib.library import RuleLibrary  # lazy: loads numpy
         base = RuleLibrary.uncalibrated(profile="video")   # video forms: gates on the moving track
     if args.update:
-        from ..rulelib.library import RuleLibrary
+        from ..rulelib.library import RuleLibrary  # lazy: loads numpy
         base = RuleLibrary.load(args.update)
-        from ..events import EVENTS as _ALL
-        from ..rulelib.library import LibraryEntry, _canonical
+        from ..rulelib.library import LibraryEntry, _canonical  # lazy: loads numpy
         for ev in _ALL:           # events added to the inventory since the file was written
             if ev.key not in base.entries:
                 r = _canonical(ev.form)

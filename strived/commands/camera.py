@@ -11,6 +11,8 @@ import statistics
 import sys
 from collections import Counter
 
+from ..errors import StrivedError
+from ..perception.camera_id import signature
 from ._common import add_library_arg, print_json, positive_float
 
 
@@ -62,15 +64,14 @@ def register(sub) -> None:
 
 
 def _open(args):
-    from ..store import Library
+    from ..store import Library  # lazy: loads numpy
 
     return Library.open(args.library)
 
 
 def refresh(lib) -> dict | None:
     """Group the library's videos not grouped yet (None when the library is read-only)."""
-    from ..perception.camera_id import signature
-    from ..store import cameras
+    from ..store import cameras  # lazy: loads numpy
 
     if lib.readonly:
         return None
@@ -117,7 +118,7 @@ def estimated(lib, video_ids: list[str]) -> dict:
 
 def cmd_list(args) -> int:
     with _open(args) as lib:
-        from ..store import cameras
+        from ..store import cameras  # lazy: loads numpy
 
         done = refresh(lib)
         groups = cameras.cameras(lib)
@@ -144,7 +145,7 @@ def cmd_list(args) -> int:
 
 def cmd_show(args) -> int:
     with _open(args) as lib:
-        from ..store import cameras
+        from ..store import cameras  # lazy: loads numpy
 
         refresh(lib)
         c = cameras.camera(lib, args.id)
@@ -174,7 +175,7 @@ def cmd_set(args) -> int:
                                               ("camera_height_m", "height_m"), ("horizon_frac", "horizon_frac"))
              if getattr(args, a) is not None}
     with _open(args) as lib:
-        from ..store import cameras
+        from ..store import cameras  # lazy: loads numpy
 
         refresh(lib)
         c = cameras.update(lib, args.id, name=args.name, confirmed=args.confirmed, known=known, clear=args.clear)
@@ -185,7 +186,7 @@ def cmd_set(args) -> int:
 
 def cmd_split(args) -> int:
     with _open(args) as lib:
-        from ..store import cameras
+        from ..store import cameras  # lazy: loads numpy
 
         refresh(lib)
         new = cameras.split(lib, args.id, list(dict.fromkeys(args.videos)), args.name)
@@ -195,7 +196,7 @@ def cmd_split(args) -> int:
 
 def cmd_merge(args) -> int:
     with _open(args) as lib:
-        from ..store import cameras
+        from ..store import cameras  # lazy: loads numpy
 
         refresh(lib)
         c = cameras.merge(lib, args.id, args.others)
@@ -206,8 +207,7 @@ def cmd_merge(args) -> int:
 def video_info(lib, video_id: str) -> dict:
     """`strived info VIDEO`: where the video's speed comes from (availability, telemetry, the
     burnt-in overlay) and its camera group."""
-    from ..errors import StrivedError
-    from ..store import cameras
+    from ..store import cameras  # lazy: loads numpy
 
     try:
         rec = lib.get_video(video_id, track_ids=[])

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import sys
 
+from ..retrieval.captioner import caption_videos
 from ._common import TerminalProgress, add_library_arg
+from .search import configured_llm
 
 
 def register(sub) -> None:
@@ -17,10 +19,8 @@ def register(sub) -> None:
 
 
 def cmd_caption(args) -> int:
-    from ..engine import build_text_index
-    from ..retrieval.captioner import caption_videos
-    from ..store import Library
-    from .search import configured_llm
+    from ..engine import build_text_index  # lazy: loads numpy
+    from ..store import Library  # lazy: loads numpy
 
     llm = configured_llm()
     if llm is None:

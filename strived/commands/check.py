@@ -25,7 +25,7 @@ def register(sub) -> None:
 
 
 def cmd_check(args) -> int:
-    from ..maintenance.check import check_library
+    from ..maintenance.check import check_library  # lazy: loads numpy
 
     rep = check_library(args.library, repair=args.repair, salvage_to=args.salvage)
     if args.json:

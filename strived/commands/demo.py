@@ -5,6 +5,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from .search import match_probabilities
+
 REAL_CLIP = "street_bus_passes.mp4"     # mmdetection's demo video, Apache-2.0 (resources/sample/)
 REAL_QUERY = "a bus passes very close to us"
 DEMO_QUERIES = [
@@ -34,7 +36,7 @@ def _index_real_clip(lib) -> str | None:
     """Index the bundled clip with the real perception pipeline; its video id, or None."""
     import time
 
-    from ..indexing.job import index_folder
+    from ..indexing.job import index_folder  # lazy: loads numpy
 
     clip = sample_clip()
     if clip is None:
@@ -67,9 +69,9 @@ def _index_real_clip(lib) -> str | None:
 
 
 def cmd_demo(args) -> int:
-    from ..engine import SourceUnavailable, search
-    from ..sample import sample_scenarios
-    from ..store import Library
+    from ..engine import SourceUnavailable, search  # lazy: loads numpy
+    from ..sample import sample_scenarios  # lazy: loads numpy
+    from ..store import Library  # lazy: loads numpy
 
     folder = Path(args.library) if args.library else Path(tempfile.mkdtemp(prefix="strived-demo-"))
     recs = sample_scenarios()
@@ -81,7 +83,7 @@ def cmd_demo(args) -> int:
         for r in recs:
             print(f"  {r.info.id:<28} {r.info.attrs['description']}")
         real = None if args.no_video else _index_real_clip(lib)
-        from ..engine import build_text_index
+        from ..engine import build_text_index  # lazy: loads numpy
 
         note = build_text_index(lib)
         if note:
@@ -94,7 +96,6 @@ def cmd_demo(args) -> int:
             except SourceUnavailable:
                 resp = search(lib, query, event=event, top_k=3)
             m = resp.match
-            from .search import match_probabilities
 
             print(f"  rule: event {m.get('event')} ({m.get('mode')}; {match_probabilities(m)}); "
                   f"sources {', '.join(resp.sources_used)}; {resp.timings_ms['total']:.0f} ms")

@@ -21,9 +21,9 @@ def register(sub) -> None:
 
 
 def cmd_drives(args) -> int:
-    from ..drives import clock_text, refresh
-    from ..store import Library
-    from ..store import drives as store
+    from ..drives import clock_text, refresh  # lazy: loads numpy
+    from ..store import Library  # lazy: loads numpy
+    from ..store import drives as store  # lazy: loads numpy
 
     with Library.open(args.library) as lib:
         done = None if lib.readonly else refresh(lib)

@@ -7,7 +7,9 @@ import json
 import sys
 from pathlib import Path
 
+from ..evaluation.bench import load_benchmark, merge_benchmarks, split_benchmark, subset_benchmark
 from ._common import TerminalProgress
+from .search import load_rule_library
 
 
 def register(sub) -> None:
@@ -66,16 +68,13 @@ def cv_arg(text: str) -> "int | str":
 
 def load_benchmarks(folders, items: str = "all", split: str = "all"):
     """The benchmark(s) named on the command line, merged, split and restricted to ``items``."""
-    from ..evaluation.bench import load_benchmark, merge_benchmarks, split_benchmark, subset_benchmark
-
     bench = merge_benchmarks([load_benchmark(f) for f in folders])
     return subset_benchmark(split_benchmark(bench, split), items)
 
 
 def cmd_eval(args) -> int:
-    from ..evaluation import methods as _m  # noqa: F401  (registers the methods)
     from ..evaluation.runner import (DEFAULT_METHODS, METHODS, format_markdown, format_queries,
-                                     format_per_source, format_table, prepare_library, run_eval)
+                                     format_per_source, format_table, prepare_library, run_eval)  # lazy: loads numpy
 
     if args.list_methods:
         for name, (_, desc) in METHODS.items():
@@ -85,8 +84,6 @@ def cmd_eval(args) -> int:
     methods = tuple(m.strip() for m in args.methods.split(",")) if args.methods else DEFAULT_METHODS
     rule_library = None
     if args.rule_library:
-        from .search import load_rule_library
-
         rule_library = load_rule_library(args.rule_library)
     # a line per 10 % of each stage when stderr is not a terminal (CI logs, pipes)
     prog = TerminalProgress(always=not args.quiet)
@@ -95,15 +92,15 @@ def cmd_eval(args) -> int:
     with lib:
         note = None
         if any(m not in ("rule-hand",) for m in methods):
-            from ..engine import build_text_index
+            from ..engine import build_text_index  # lazy: loads numpy
 
             note = build_text_index(lib, progress=prog)
         res = run_eval(bench, lib, methods, progress=prog, cv_folds=args.cv, rule_library=rule_library)
         if note:
             res.setdefault("notices", []).append(note)
         if args.fit_router:
-            from ..evaluation.methods import fit_router_on_benchmark
-            from ..evaluation.runner import EvalContext
+            from ..evaluation.methods import fit_router_on_benchmark  # lazy: loads numpy
+            from ..evaluation.runner import EvalContext  # lazy: loads numpy
 
             fr = fit_router_on_benchmark(EvalContext(bench, lib, None, args.cv),
                                          {"items": args.items, "calibration_cv": args.cv},
@@ -112,8 +109,8 @@ def cmd_eval(args) -> int:
             print(f"wrote {args.fit_router} (router fitted on {fr.provenance['queries']} queries, "
                   f"{len(fr.cells)} query kinds)", file=sys.stderr)
         if args.fit_relevance:
-            from ..evaluation.methods import fit_relevance_on_benchmark
-            from ..evaluation.runner import EvalContext
+            from ..evaluation.methods import fit_relevance_on_benchmark  # lazy: loads numpy
+            from ..evaluation.runner import EvalContext  # lazy: loads numpy
 
             rm = fit_relevance_on_benchmark(EvalContext(bench, lib, None, args.cv),
                                             {"items": args.items, "calibration_cv": args.cv})

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from ..events import EVENTS, get_event
+
 
 def register(sub) -> None:
     p = sub.add_parser("events", help="list the rule library's driving events (keys, names, calibration)")
@@ -18,13 +20,12 @@ def register(sub) -> None:
 def cmd_events(args) -> int:
     import json
 
-    from ..events import EVENTS, get_event
-    from ..rulelib.library import load_default_library
+    from ..rulelib.library import load_default_library  # lazy: loads numpy
 
     lib = load_default_library(profile=args.profile)
     if args.library:
-        from ..rulelib.learned import overlay
-        from ..store import Library
+        from ..rulelib.learned import overlay  # lazy: loads numpy
+        from ..store import Library  # lazy: loads numpy
 
         with Library.open(args.library) as store:
             lib = overlay(lib, store, args.profile)

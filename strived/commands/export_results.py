@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 
+from ..export import clip_rows, export_results, library_versions, pad_rows
 from ._common import TerminalProgress, add_library_arg, load_json_file, positive_int
 
 
@@ -42,9 +43,8 @@ def _lead(text: str) -> float:
 
 
 def cmd_export_results(args) -> int:
-    from .. import engine
-    from ..export import clip_rows, export_results, library_versions, pad_rows
-    from ..store import Library
+    from .. import engine  # lazy: loads numpy
+    from ..store import Library  # lazy: loads numpy
 
     lib = Library.open(args.library)
     try:

@@ -6,6 +6,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..errors import StrivedError
 from ._common import default_library, positive_float
 
 
@@ -92,7 +93,7 @@ def _write_stats(path: str, rep, text_s: float, note: str | None) -> None:
     import json
     import os
 
-    from ..perception.detect import resolve_device
+    from ..perception.detect import resolve_device  # lazy: loads numpy
 
     stats = {"videos": len(rep.indexed), "failed": len(rep.failed), "video_s": round(rep.video_s, 3),
              "perception_wall_s": round(rep.elapsed_s, 3), "text_index_s": round(text_s, 3),
@@ -103,9 +104,8 @@ def _write_stats(path: str, rep, text_s: float, note: str | None) -> None:
 
 
 def run(args) -> int:
-    from ..errors import StrivedError
-    from ..indexing.job import index_folder
-    from ..store.library import Library
+    from ..indexing.job import index_folder  # lazy: loads numpy
+    from ..store.library import Library  # lazy: loads numpy
 
     # a mistyped footage folder creates nothing (no empty library left behind)
     if not Path(args.folder).is_dir():
@@ -130,14 +130,14 @@ def run(args) -> int:
                            ray_cpus=args.ray_cpus, ray_gpus=args.ray_gpus, workers=args.workers)
         t_text, note = time.perf_counter(), None
         if not rep.cancelled and len(lib):
-            from ..engine import build_text_index
+            from ..engine import build_text_index  # lazy: loads numpy
 
             note = build_text_index(lib)  # BM25 texts, dense index, rule features (incremental)
             if note:
                 print(f"note: {note}", file=sys.stderr)
         text_s = time.perf_counter() - t_text
         if not rep.cancelled and len(lib):
-            from ..drives import refresh as refresh_drives
+            from ..drives import refresh as refresh_drives  # lazy: loads numpy
 
             refresh_drives(lib)        # consecutive files of one camera -> drives (`strived drives`)
         if args.stats_json:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from ._common import add_library_arg, print_json
+from ..errors import StrivedError
+from ..events import get_event
+from ._common import TerminalProgress, add_library_arg, print_json
 
 
 def register(sub) -> None:
@@ -29,9 +31,6 @@ def register(sub) -> None:
 
 
 def _event(key: str) -> str:
-    from ..errors import StrivedError
-    from ..events import get_event
-
     try:
         return get_event(key).key
     except KeyError as e:
@@ -39,7 +38,7 @@ def _event(key: str) -> str:
 
 
 def cmd_learn(args) -> int:
-    from ..store import Library
+    from ..store import Library  # lazy: loads numpy
 
     event = _event(args.event)
     with Library.open(args.library) as lib:
@@ -51,7 +50,7 @@ def cmd_learn(args) -> int:
 
 
 def _history(lib, event: str, args) -> int:
-    from ..rulelib.learned import history, learned_path
+    from ..rulelib.learned import history, learned_path  # lazy: loads numpy
 
     out = {p: history(lib, event, p) for p in ("tracks", "video")}
     out = {p: h for p, h in out.items() if h}
@@ -77,7 +76,7 @@ def _history(lib, event: str, args) -> int:
 
 
 def _undo(lib, event: str, args) -> int:
-    from ..rulelib.learned import history, undo
+    from ..rulelib.learned import history, undo  # lazy: loads numpy
 
     prof = args.profile or next((p for p in ("tracks", "video") if (history(lib, event, p) or {}).get("active")),
                                 "tracks")
@@ -90,9 +89,8 @@ def _undo(lib, event: str, args) -> int:
 
 
 def _learn(lib, event: str, args) -> int:
-    from ..rulelib.fit.learn import learn_event
-    from ..rulelib.learned import add_version
-    from ._common import TerminalProgress
+    from ..rulelib.fit.learn import learn_event  # lazy: loads numpy
+    from ..rulelib.learned import add_version  # lazy: loads numpy
 
     res = learn_event(lib, event, profile=args.profile, progress=TerminalProgress())
     kept = None

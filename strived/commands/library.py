@@ -6,7 +6,11 @@ import os
 import sys
 from pathlib import Path
 
+from ..errors import RecordsError
+from ..export import _check_writable, write_atomic
+from ..safepaths import output_path, safe_filename, unique_filename
 from ._common import TerminalProgress, add_library_arg, print_json
+from .camera import video_info
 
 
 def register(sub) -> None:
@@ -61,9 +65,8 @@ def register(sub) -> None:
 
 
 def cmd_import(args) -> int:
-    from ..errors import RecordsError
-    from ..records import VideoRecords, iter_records_files
-    from ..store import Library
+    from ..records import VideoRecords, iter_records_files  # lazy: loads numpy
+    from ..store import Library  # lazy: loads numpy
 
     files = [f for p in args.paths for f in iter_records_files(p)]
     missing = [p for p in args.paths if not Path(p).exists()]
@@ -85,11 +88,11 @@ def cmd_import(args) -> int:
         lib.ensure_writable()  # read-only or damaged: a clear error, nothing written
         n = lib.add_videos(recs)
         print(f"imported {n} videos into {lib.folder} ({len(lib)} in the library)")
-        from ..drives import refresh as refresh_drives
+        from ..drives import refresh as refresh_drives  # lazy: loads numpy
 
         refresh_drives(lib)        # consecutive files of one camera -> drives (`strived drives`)
         if not args.no_text_index:
-            from ..engine import build_text_index
+            from ..engine import build_text_index  # lazy: loads numpy
 
             note = build_text_index(lib, progress=TerminalProgress())
             if note:
@@ -102,9 +105,7 @@ def cmd_import(args) -> int:
 def cmd_export(args) -> int:
     import json
 
-    from ..export import _check_writable, write_atomic
-    from ..safepaths import output_path, safe_filename, unique_filename
-    from ..store import Library
+    from ..store import Library  # lazy: loads numpy
 
     out = Path(args.out_dir).expanduser()
     with Library.open(args.library) as lib:
@@ -128,14 +129,14 @@ def cmd_export(args) -> int:
 
 def _update_text_index(lib) -> None:
     """Drop removed videos from the dense index now (a search must not return them)."""
-    from ..retrieval.sources import ensure_text_index
+    from ..retrieval.sources import ensure_text_index  # lazy: loads numpy
 
     ensure_text_index(lib)
 
 
 def cmd_remove(args) -> int:
-    from ..store import Library
-    from ..maintenance.footage import missing_videos, remove_videos
+    from ..store import Library  # lazy: loads numpy
+    from ..maintenance.footage import missing_videos, remove_videos  # lazy: loads numpy
 
     if not args.video_ids and not args.missing:
         print("strived: error: name the video ids to remove, or --missing", file=sys.stderr)
@@ -173,8 +174,8 @@ def cmd_remove(args) -> int:
 
 
 def cmd_relink(args) -> int:
-    from ..store import Library
-    from ..maintenance.footage import find_moved, relink
+    from ..store import Library  # lazy: loads numpy
+    from ..maintenance.footage import find_moved, relink  # lazy: loads numpy
 
     if bool(args.search) == bool(args.old and args.new):
         print("strived: error: give OLD NEW, or --search FOLDER", file=sys.stderr)
@@ -196,8 +197,8 @@ def cmd_relink(args) -> int:
 
 
 def cmd_stats(args) -> int:
-    from ..rules.stats import field_stats, format_stats
-    from ..store import Library
+    from ..rules.stats import field_stats, format_stats  # lazy: loads numpy
+    from ..store import Library  # lazy: loads numpy
 
     with Library.open(args.library) as lib:
         if len(lib) == 0:
@@ -212,15 +213,13 @@ def cmd_stats(args) -> int:
 
 
 def cmd_info(args) -> int:
-    from ..store import Library
+    from ..store import Library  # lazy: loads numpy
 
     with Library.open(args.library) as lib:
         if getattr(args, "video", None):
-            from .camera import video_info
-
             print_json(video_info(lib, args.video))
             return 0
-        from ..availability import summarize
+        from ..availability import summarize  # lazy: loads numpy
 
         print_json({"folder": str(lib.folder), **lib.stats(),
                     "field_availability": summarize(lib.availability())})

@@ -27,8 +27,8 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from ..llm import LLMClient, load_llm_config
-    from ..retrieval.router import route
+    from ..llm import LLMClient, load_llm_config  # lazy: loads numpy
+    from ..retrieval.router import route  # lazy: loads numpy
 
     def check(cfg) -> int:
         print(cfg.describe())
@@ -48,7 +48,7 @@ def run(args) -> int:
         return 0 if r.source == "llm" else 1
 
     if args.serve_bundled:
-        from ..llm.local_server import local_llm_server
+        from ..llm.local_server import local_llm_server  # lazy: loads numpy
 
         with local_llm_server(cache_dir=args.serve_bundled) as srv:
             print(f"serving {srv.model_path.name} at {srv.base_url}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shlex
 import sys
 
+from ..evaluation.bench_runner import load_bench_json, parse_only, run_benchmarks
 from ._common import TerminalProgress
 
 DEFAULT_ONLY = "core,perception,retrieval,calibration,search"
@@ -54,8 +55,7 @@ def _cmdline(args) -> tuple[str, str]:
 
 
 def cmd_report(args) -> int:
-    from ..evaluation.bench_runner import load_bench_json, parse_only, run_benchmarks
-    from ..evaluation.report import evaluate, make_context, write_report
+    from ..evaluation.report import evaluate, make_context, write_report  # lazy: loads numpy
 
     from pathlib import Path
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import sys
 
+from ..errors import RuleError
+
 
 def register(sub) -> None:
     p = sub.add_parser("schema", help="print the rule JSON Schema; with FILE, validate a rule file")
@@ -13,8 +15,7 @@ def register(sub) -> None:
 
 
 def cmd_schema(args) -> int:
-    from ..errors import RuleError
-    from ..rules import parse_rule, rule_schema
+    from ..rules import parse_rule, rule_schema  # lazy: loads numpy
 
     if not args.file:
         json.dump(rule_schema(), sys.stdout, indent=2, ensure_ascii=False)

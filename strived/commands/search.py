@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from ..errors import StrivedError
 from ._common import add_library_arg, load_json_file, parse_json_text, positive_int, print_json
 
 
@@ -26,8 +27,8 @@ def register(sub) -> None:
 
 def configured_llm():
     """The user's configured LLM client, or None (offline defaults everywhere)."""
-    from ..llm.client import LLMClient
-    from ..llm.config import load_llm_config
+    from ..llm.client import LLMClient  # lazy: loads numpy
+    from ..llm.config import load_llm_config  # lazy: loads numpy
 
     cfg = load_llm_config()
     return LLMClient(cfg) if cfg.usable else None
@@ -35,7 +36,7 @@ def configured_llm():
 
 def load_rule_library(path: str):
     """A rule library JSON file (`strived calibrate` writes one), validated like the shipped ones."""
-    from ..rulelib.library import RuleLibrary
+    from ..rulelib.library import RuleLibrary  # lazy: loads numpy
 
     return RuleLibrary.load(path)
 
@@ -46,9 +47,9 @@ EXPLAIN_GATES_TOP = 5
 def gate_evidence(lib, resp, top: int) -> dict[str, list[dict]]:
     """For the first ``top`` hits the rule judged: each gate of the rule that scored the video,
     with the track (or the ego) that met it and when (`rules.explain.gate_witnesses`)."""
-    from ..engine import explain
-    from ..rules import parse_rule
-    from ..rules.explain import gate_witnesses
+    from ..engine import explain  # lazy: loads numpy
+    from ..rules import parse_rule  # lazy: loads numpy
+    from ..rules.explain import gate_witnesses  # lazy: loads numpy
 
     out = {}
     for h in resp.hits[:top]:
@@ -124,8 +125,7 @@ def parse_weights(text: str) -> dict[str, float]:
     """``--weights`` JSON: an object of source -> finite weight >= 0 (not all zero)."""
     import math
 
-    from ..engine import SOURCES
-    from ..errors import StrivedError
+    from ..engine import SOURCES  # lazy: loads numpy
 
     w = parse_json_text(text, "--weights")
     if not isinstance(w, dict) or not w:
@@ -142,8 +142,8 @@ def parse_weights(text: str) -> dict[str, float]:
 
 
 def cmd_search(args) -> int:
-    from ..engine import search
-    from ..store import Library
+    from ..engine import search  # lazy: loads numpy
+    from ..store import Library  # lazy: loads numpy
 
     rule = load_json_file(args.rule, "rule file") if args.rule else None
     rule_library = load_rule_library(args.rule_library) if args.rule_library else None

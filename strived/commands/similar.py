@@ -37,8 +37,8 @@ def register(sub) -> None:
 
 
 def cmd_similar(args) -> int:
-    from ..similar import more_like_this
-    from ..store import Library
+    from ..similar import more_like_this  # lazy: loads numpy
+    from ..store import Library  # lazy: loads numpy
 
     t0, t1 = args.at
     sources = tuple(s.strip() for s in args.sources.split(",") if s.strip())

@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..errors import StrivedError
+
 KEYS = ("folder", "videos", "failed", "video_s", "wall_s", "realtime_x", "perception_wall_s", "text_index_s",
         "stage_s", "stage_share", "workers", "cpu_count", "device", "gpu", "peak_rss_mb", "python",
         "text_index_note", "command")
@@ -39,8 +41,6 @@ def run(folder: Path, *, workers: int = 0, device: str = "auto", fps: float = 10
     """Index ``folder`` into a new library with the real CLI; return the figures (``KEYS``)."""
     folder = Path(folder)
     if not folder.is_dir():
-        from ..errors import StrivedError
-
         raise StrivedError(f"{folder} is not a folder")
     with tempfile.TemporaryDirectory(prefix="strived-bench-index-") as tmp:
         lib = Path(library) if library else Path(tmp) / "library"
@@ -55,8 +55,6 @@ def run(folder: Path, *, workers: int = 0, device: str = "auto", fps: float = 10
         wall = time.perf_counter() - t0
         peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         if proc.returncode != 0 or not stats_path.is_file():
-            from ..errors import StrivedError
-
             raise StrivedError(f"strived index failed (exit {proc.returncode}): {proc.stderr.strip()[-800:]}")
         stats = json.loads(stats_path.read_text(encoding="utf-8"))
     stage = stats.get("stage_s") or {}

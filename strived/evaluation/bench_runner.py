@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ..errors import StrivedError
 from ..jobs import CancelFn, ProgressFn, check_cancel, report
+from .ratios import bench_ratios
 
 
 @dataclass(frozen=True)
@@ -115,8 +116,6 @@ def run_benchmarks(only: list[str] | None = None, *, quick: bool = False, bench_
     Each result: status (ok | missing | failed | timeout | no-figures), command, wall_s, rc, the
     figures it wrote (``figures``), the last lines of its output, and ``reason`` unless ok.
     ``extra`` adds arguments to a benchmark's command line (e.g. ``{"scale": ["--cache", DIR]}``)."""
-    from .ratios import bench_ratios
-
     bench_dir = Path(bench_dir) if bench_dir else benchmarks_dir()
     names = only or list(BENCH_ORDER)
     extra = extra or {}
@@ -185,8 +184,6 @@ def run_benchmarks(only: list[str] | None = None, *, quick: bool = False, bench_
 
 def load_bench_json(path) -> dict:
     """A `strived bench --json` file, its ratios recomputed from the figures it holds."""
-    from .ratios import bench_ratios
-
     try:
         bench = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as e:

@@ -12,17 +12,23 @@ from __future__ import annotations
 
 import copy
 
-from ..engine import SOURCES, SourceUnavailable, rule_ranking, search, scorer_for
+from ..engine import (SOURCES, SourceUnavailable, available_fields, resolve_profile_rules, rule_ranking, scorer_for,
+                      search)
+from ..query import parse_query
+from ..retrieval.relevance import RERANK_K, RelevanceModel, fit_logistic, fit_with_heldout, hit_features
+from ..retrieval.router_fit import EQUAL, Example, FittedRouter, fit_router, query_kind
+from ..rulelib import library as L
+from ..rulelib import resolve as R
+from ..rulelib.fit.calibrate import calibrate_library
+from ..rulelib.fit.crossval import group_of, make_folds
+from ..rulelib.fit.weak_labels import WeakLabels
+from ..rulelib.hand_rules import hand_rule
+from ..rulelib.library import RuleLibrary, load_default_library
+from ..rulelib.matcher import match_offline
 from ..rules import parse_rule
 from ..rules.explain import peak_span
 from .bench import BenchQuery
 from .registry import EvalContext, MethodOutput, MethodUnavailable, method
-
-
-def _rulelib():
-    from ..rulelib import library as L, resolve as R
-
-    return L, R
 
 
 def _cv_libraries(ctx: EvalContext, profiles: bool = True):
@@ -35,7 +41,6 @@ def _cv_libraries(ctx: EvalContext, profiles: bool = True):
     key = ("cv_libs", profiles)
     if key in ctx.cache:
         return ctx.cache[key]
-    from ..rulelib.fit.calibrate import calibrate_library
 
     scorer = scorer_for(ctx.library)
     vids = [v for v in scorer.video_ids if v in set(ctx.bench.item_ids)]
@@ -49,7 +54,6 @@ def _cv_libraries(ctx: EvalContext, profiles: bool = True):
         train = [v for v in vids if v not in set(fold)]
         for g in groups:
             tr = [v for v in train if g is None or prof.get(v, "tracks") == g]
-            from ..rulelib.library import RuleLibrary
 
             lib, _ = calibrate_library(scorer, labels.restrict(tr),
                                        base=RuleLibrary.uncalibrated(profile=g or "tracks"),
@@ -67,12 +71,9 @@ def item_groups(ctx: EvalContext) -> dict[str, str]:
 def eval_folds(ctx: EvalContext, vids: list[str]) -> list[list[str]]:
     """The cross-fitting folds over ``vids``: one per source (``--cv source``: leave one source
     out), or K folds of whole recording sequences (``--cv K``)."""
-    from ..rulelib.fit.crossval import make_folds
-
     if ctx.cv_folds == "source":
         g = item_groups(ctx)
         return make_folds(vids, len(vids) + 1, group_fn=lambda v: g.get(v, v))
-    from ..rulelib.fit.crossval import group_of
 
     orig = {it.id: it.mirror_of for it in ctx.bench.items if it.mirror_of}
     return make_folds(vids, int(ctx.cv_folds), group_fn=lambda v: group_of(orig.get(v, v)))
@@ -80,7 +81,6 @@ def eval_folds(ctx: EvalContext, vids: list[str]) -> list[list[str]]:
 
 def _shipped_libraries(ctx: EvalContext, calibrated: bool, profiles: bool):
     """[(item ids or None, shipped library)]: per calibration profile, or one for all items."""
-    L, _ = _rulelib()
     if not profiles:
         return [(None, L.load_default_library(calibrated=calibrated))]
     prof = ctx.library.video_profiles()
@@ -92,10 +92,6 @@ def labels_from_queries(bench, videos: list[str]):
     """Weak labels for cross-fitting from any benchmark folder: each query's relevant items are
     positives of the library event its ``event`` key names, or, when that is not a library event,
     of the event the offline matcher assigns to the query text; ``ambiguous`` items are ignored."""
-    from ..rulelib.library import load_default_library
-    from ..rulelib.matcher import match_offline
-    from ..rulelib.fit.weak_labels import WeakLabels
-
     lib = load_default_library(calibrated=False)
     pos: dict[str, set[str]] = {}
     ign: dict[str, set[str]] = {}
@@ -135,14 +131,10 @@ def _transform(rule_d: dict, no_gates: bool, no_entity: bool) -> dict:
 
 
 def _resolve(ctx, q: BenchQuery, rule_lib, adapter: bool, videos=None):
-    from ..engine import available_fields
-
-    L, R = _rulelib()
     avail = available_fields(ctx.library, videos=videos)
     if adapter:
         rr = R.resolve_rule(q.text, library=rule_lib, llm=ctx.llm, available_fields=avail)
         return rr.rule
-    from ..rulelib.matcher import match_offline
 
     m = match_offline(q.text, rule_lib)
     event = m.event if m.event in rule_lib.entries else None
@@ -155,7 +147,6 @@ def _resolve(ctx, q: BenchQuery, rule_lib, adapter: bool, videos=None):
 def rule_hits(ctx: EvalContext, q: BenchQuery, *, calibrated=True, adapter=True, binarize=False,
               no_gates=False, no_entity=False, profiles=True):
     """(hits [(video_id, score, peak_track)], spans of the top items) for one query and variant."""
-    L, R = _rulelib()
     key = ("rule", q.id, calibrated, adapter, binarize, no_gates, no_entity, profiles)
     if key in ctx.cache:
         return ctx.cache[key]
@@ -206,8 +197,6 @@ def _query_rankings(ctx, q: BenchQuery, variant: dict) -> tuple[dict[str, list[s
 
 
 def _example(ctx, q: BenchQuery, variant: dict):
-    from ..retrieval.router_fit import Example, query_kind
-
     rankings, scores = _query_rankings(ctx, q, variant)
     return Example(q.text, rankings, set(q.relevant), set(q.ambiguous), query_kind(q.text), scores)
 
@@ -215,8 +204,6 @@ def _example(ctx, q: BenchQuery, variant: dict):
 def _cv_router_weights(ctx, q: BenchQuery, variant: dict) -> dict[str, float]:
     """Router weights for ``q`` fitted on every *other* query of the benchmark (leave one query
     out), on the same rule variant's rankings: out-of-sample like the cross-fitted rules."""
-    from ..retrieval.router_fit import fit_router
-
     exs = [_example(ctx, o, variant) for o in ctx.bench.queries if o.id != q.id]
     w, _ = fit_router(exs).weights(q.text)
     return w
@@ -227,8 +214,6 @@ def _fold_searches(ctx, q: BenchQuery, sources, variant: dict, top_k: int = 10**
     """Per source fold: (held-out item ids, the product's search over all items with router
     weights fitted on the other queries' labels over the *other* sources' items only; with
     ``weights`` or a non-fitted ``router``, those instead)."""
-    from ..retrieval.router_fit import Example, fit_router
-
     hits = rule_hits(ctx, q, **variant)[0] if "rule" in sources else None
     for fold in eval_folds(ctx, list(ctx.bench.item_ids)):
         held = set(fold)
@@ -262,8 +247,6 @@ def _source_fold_fusion(ctx, q: BenchQuery, sources, variant: dict, rerank: bool
     """Leave-one-source-out fusion: each fold's fused scores of its own items (`_fold_searches`),
     merged into one ranking; with ``rerank``, its first `RERANK_K` ordered by a relevance model
     fitted on the other sources' hits of the other queries (`_nested_relevance`)."""
-    from ..retrieval.relevance import RERANK_K, hit_features
-
     fused: dict[str, float] = {}
     feats: dict[str, tuple[int, object]] = {}
     for k, (held, resp) in enumerate(_fold_searches(ctx, q, sources, variant, weights=weights, router=router)):
@@ -286,8 +269,6 @@ def _nested_relevance(ctx, fold: int, query_id: str):
     on the hits of every *other* query (out-of-scope ones included) over the *other* folds' items,
     each hit's features taken from the search of its own fold. Cached per (fold, query)."""
     import numpy as np
-
-    from ..retrieval.relevance import RelevanceModel, fit_logistic
 
     key = ("nested_relevance", fold, query_id)
     if key in ctx.cache:
@@ -385,8 +366,6 @@ for _name, (_sources, _variant, _desc) in _VARIANTS.items():
 
 @method("rule-hand", "symbolic path with the hand-written rule of the query's event key (no calibration)")
 def _rule_hand(ctx, q):
-    from ..rulelib.hand_rules import hand_rule
-
     if not q.event or hand_rule(q.event) is None:
         raise MethodUnavailable(f"no hand-written rule for event {q.event!r}")
     try:
@@ -403,8 +382,6 @@ def fit_router_on_benchmark(ctx: EvalContext, provenance: dict | None = None, he
     ``heldout``: the evaluation's ``methods`` figures. When they hold the fitted router ("full")
     and equal weights measured out of sample and the fitted router does not beat equal weights on
     mAP, the router returned keeps equal weights for every query kind, and says so."""
-    from ..retrieval.router_fit import EQUAL, FittedRouter, fit_router
-
     exs = [_example(ctx, q, {}) for q in ctx.bench.queries if q.relevant]
     prov = {"benchmark": ctx.bench.name, **(provenance or {})}
     fr = fit_router(exs, provenance=prov)
@@ -425,17 +402,12 @@ def query_match(ctx: EvalContext, text: str) -> dict:
     evaluation searches pass cross-fitted rule hits, so their responses carry no match."""
     key = ("match", text)
     if key not in ctx.cache:
-        from ..engine import resolve_profile_rules
-        from ..query import parse_query
-
         ctx.cache[key] = resolve_profile_rules(parse_query(text), library=ctx.library, llm=ctx.llm)[1]
     return ctx.cache[key]
 
 
 def _relevance_rows(ctx: EvalContext, q: BenchQuery, resp, keep=None):
     """(feature rows, labels, item sources) of a response's hits; ambiguous items left out."""
-    from ..retrieval.relevance import hit_features
-
     items, amb, grp = set(ctx.bench.item_ids), set(q.ambiguous), item_groups(ctx)
     rows, ys, gs = [], [], []
     for h in resp.hits:
@@ -492,8 +464,6 @@ def relevance_groups(ctx: EvalContext, top: int = 50, by: str = "query",
 
 def fit_relevance_on_benchmark(ctx: EvalContext, provenance: dict):
     """The relevance model fitted on every query of the benchmark, with held-out figures."""
-    from ..retrieval.relevance import fit_with_heldout
-
     by = "source" if ctx.cv_folds == "source" else "query"
     oos = out_of_scope_queries("fit")
     model, metrics = fit_with_heldout(relevance_groups(ctx, by=by, out_of_scope=oos))

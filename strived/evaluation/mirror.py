@@ -66,8 +66,13 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from ..clipwriter import cv_codec
 from ..errors import BenchmarkError, RecordsError, VideoDecodeError
+from ..events import EVENT_KEYS
 from ..jobs import CancelFn, ProgressFn, check_cancel, report
+from ..perception.geometry import CAMERA_CONFIG_NAME
+from ..perception.video import probe_video
+from ..records import VideoRecords
 from .bench import ITEM_KINDS, BenchItem, load_benchmark
 
 MIRROR_SUFFIX = "_mirror"
@@ -123,8 +128,6 @@ def _unique_id(base: str, taken: set[str]) -> str:
 def mirror_queries(queries: list[dict], id_map: dict[str, str]) -> tuple[list[dict], list[str]]:
     """The mirrored queries (module docstring) of raw queries.json entries, and notes (dropped
     queries, swapped events the library does not know). ``id_map``: original -> mirrored item id."""
-    from ..events import EVENT_KEYS
-
     known = set(EVENT_KEYS) | {q.get("event") for q in queries if q.get("event")}
     source_ids = {q["id"] for q in queries}
     out: list[dict] = []
@@ -181,8 +184,6 @@ def _out_dir(src: Path, path: Path, default: str) -> Path:
 
 def _camera_json(src: Path, video: Path) -> Path | None:
     """The nearest camera.json from the video's folder up to ``src`` (inclusive)."""
-    from ..perception.geometry import CAMERA_CONFIG_NAME
-
     p = video.resolve().parent
     while True:
         if (p / CAMERA_CONFIG_NAME).is_file():
@@ -197,8 +198,6 @@ def mirror_video(src: Path, dst: Path, codec: str, cancel: CancelFn = None) -> d
     width, height and the container's frame count; raises VideoDecodeError when ``src`` cannot
     be read and BenchmarkError when the mirror cannot be written."""
     import cv2
-
-    from ..perception.video import probe_video
 
     probe = probe_video(src)  # VideoDecodeError with the reason when it cannot be opened
     cap = cv2.VideoCapture(str(src))
@@ -254,8 +253,6 @@ def mirror_records(path: Path, new_id: str, video_rel: str | None, width: int | 
     """The records file at ``path`` mirrored (module docstring) as a VideoRecords, and whether its
     boxes had to be dropped for want of a frame width."""
     import numpy as np
-
-    from ..records import VideoRecords
 
     rec = VideoRecords.load(path)
     w = rec.info.width or width
@@ -389,8 +386,6 @@ def mirror_benchmark(src_folder, out_folder, *, items: str = "video", progress: 
     return ``out_folder``. The folder appears whole or not at all (it is built beside it and
     renamed); an earlier mirror there is replaced only with ``overwrite``. What was skipped and
     why is in the manifest's ``mirror`` key and in ``progress`` messages."""
-    from ..clipwriter import cv_codec
-
     t0 = time.perf_counter()
     if items not in ITEM_KINDS:
         raise BenchmarkError(f"unknown item kind {items!r}; valid: {', '.join(ITEM_KINDS)}")

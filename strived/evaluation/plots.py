@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import StrivedError
+from ..retrieval.metrics import ACC_KS
 from .ratios import PAPER, fmt_num, fmt_ratio
 
 _FONT = 0  # cv2.FONT_HERSHEY_SIMPLEX
@@ -81,8 +82,6 @@ class Canvas:
 
 def plot_metrics(res: dict, path: Path) -> Path:
     """Grouped bars: MRR, mAP, Acc@1/3/5/10 (%) per method."""
-    from ..retrieval.metrics import ACC_KS
-
     cols = ["MRR", "mAP"] + [f"Acc@{k}" for k in ACC_KS]
     methods = list(res["methods"])
     gw, bw = 14 * len(cols) + 22, 14

@@ -16,23 +16,22 @@ import subprocess
 import time
 from pathlib import Path
 
+from .. import engine
+from ..retrieval.metrics import ACC_KS
+from .bench import load_benchmark
 from .plots import plot_latency, plot_metrics, plot_ranks, plot_stage_fps
 from .ratios import fmt_num, fmt_ratio
+from .runner import DEFAULT_METHODS, METHODS, prepare_library, run_eval
 
 
 def evaluate(bench_dir, *, library=None, index_videos=False, methods=None, cv_folds=5, progress=None,
              cancel=None) -> dict:
     """What `strived eval` does, as a function: prepare the library, build text indexes, run every method."""
-    from ..engine import build_text_index
-    from . import methods as _m  # noqa: F401  (registers the methods)
-    from .bench import load_benchmark
-    from .runner import DEFAULT_METHODS, prepare_library, run_eval
-
     bench = load_benchmark(bench_dir)
     lib = prepare_library(bench, Path(library) if library else None, index_videos=index_videos, progress=progress,
                           cancel=cancel)
     with lib:
-        note = build_text_index(lib, progress=progress, cancel=cancel)
+        note = engine.build_text_index(lib, progress=progress, cancel=cancel)
         res = run_eval(bench, lib, tuple(methods or DEFAULT_METHODS), cv_folds=cv_folds, progress=progress,
                        cancel=cancel)
         if note:
@@ -43,8 +42,6 @@ def evaluate(bench_dir, *, library=None, index_videos=False, methods=None, cv_fo
 def benchmark_profile(bench_dir) -> dict:
     """Counts that say what a benchmark folder is: items with video / records, sources by id prefix,
     queries, relevant and ambiguous labels."""
-    from .bench import load_benchmark
-
     b = load_benchmark(bench_dir)
     groups: dict[str, dict] = {}
     for it in b.items:
@@ -160,8 +157,6 @@ def _md_framing(ev: dict, p: dict) -> list[str]:
 
 def _metric_columns() -> list[str]:
     """MRR, mAP and Acc@k: the metric columns of the tables."""
-    from ..retrieval.metrics import ACC_KS
-
     return ["MRR", "mAP"] + [f"Acc@{k}" for k in ACC_KS]
 
 
@@ -180,8 +175,6 @@ def _md_metrics(ev: dict, ctx: dict, plots: dict[str, str]) -> list[str]:
         L += [f"![metrics per method]({plots['metrics']})", ""]
     L += ["| method | " + " | ".join(cols) + " | top-1 span overlap (n) | median ms/query | description |",
           "|---" * (len(cols) + 4) + "|"]
-    from .runner import METHODS
-
     for m, v in ev["methods"].items():
         loc = ev["localisation"].get(m, {})
         lat = ev.get("latency_ms", {}).get(m, {}).get("median")

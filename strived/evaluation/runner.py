@@ -15,8 +15,11 @@ import time
 from pathlib import Path
 
 from ..errors import StrivedError
+from ..indexing.job import index_folder
 from ..jobs import CancelFn, ProgressFn, check_cancel, report
+from ..records import VideoRecords
 from ..retrieval.metrics import ACC_KS, query_metrics, summarize
+from ..store import Library
 from . import methods as _methods  # noqa: F401  (fills METHODS)
 from .bench import Benchmark
 from .registry import (DEFAULT_METHODS, METHODS, EvalContext, MethodFn, MethodOutput,  # noqa: F401
@@ -33,9 +36,6 @@ def bench_library_dir(bench: Benchmark) -> Path:
 def prepare_library(bench: Benchmark, library_dir: Path | None = None, *, index_videos: bool = False,
                     progress: ProgressFn = None, cancel: CancelFn = None):
     """Open (creating) the benchmark's library and import every records item not yet in it."""
-    from ..records import VideoRecords
-    from ..store import Library
-
     lib = Library.open(library_dir or bench_library_dir(bench), create=True)
     todo = [it for it in bench.items if it.records is not None and not lib.has_video(it.id)]
     recs = []
@@ -50,8 +50,6 @@ def prepare_library(bench: Benchmark, library_dir: Path | None = None, *, index_
     if index_videos:
         vids = [it for it in bench.items if it.video is not None and not lib.has_video(it.id)]
         if vids:
-            from ..indexing.job import index_folder
-
             # video ids are file names without extension under their folder, as the manifest's ids
             for folder in sorted({it.video.parent for it in vids}):
                 index_folder(folder, lib, progress=progress, cancel=cancel)

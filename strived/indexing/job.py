@@ -11,10 +11,13 @@ from typing import Iterator
 
 from ..errors import Cancelled, LibraryError, StrivedError
 from ..jobs import CancelFn, ProgressEvent, ProgressFn, check_cancel, report
+from ..perception import detect
 from ..perception.geometry import load_camera_config
+from ..perception.pipeline import PerceptionConfig, detector_options, perceive_video
 from ..perception.video import find_videos
 from ..store import files as file_store
 from . import long_files, state
+from .ray_backend import perceive_with_ray
 from .workers import perceive_in_workers, plan_workers
 
 
@@ -189,8 +192,6 @@ def _plan_file(p: Path, key: str, fp: state.Fingerprint, folder: Path, lib, conf
 def _perceive_local(items: list[IndexItem], cfg, detector, folder: Path, progress: ProgressFn,
                     cancel: CancelFn, n_done0: int, n_total: int) -> Iterator[tuple[IndexItem, object]]:
     """Perceive items one by one in this process; yields (item, PerceptionResult | Exception)."""
-    from ..perception.pipeline import perceive_video
-
     videos_done = float(n_done0)
     for item in items:
         def inner(ev: ProgressEvent, item=item, base=videos_done) -> None:
@@ -235,9 +236,6 @@ def index_folder(folder: str | os.PathLike, library, *, sample_fps: float = 10.0
     Returns an IndexReport; ``report.cancelled`` is True when ``cancel()`` stopped it.
     Raises FileNotFoundError for a missing folder, LibraryError when the library cannot be written.
     """
-    from ..perception.detect import make_detector
-    from ..perception.pipeline import PerceptionConfig, detector_options
-
     t_start = time.perf_counter()
     folder = Path(folder)
     cfg = config or PerceptionConfig(sample_fps=sample_fps, device=device)
@@ -259,12 +257,11 @@ def index_folder(folder: str | os.PathLike, library, *, sample_fps: float = 10.0
     if todo and ray_address is None and detector is None:
         # a wrong spec or a missing model file is said once, before anything is marked; a pool's
         # workers load their own copy (this one is only the check, on the CPU)
-        detector = make_detector(cfg.detector, "cpu" if in_pool else cfg.device, **detector_options(cfg))
+        detector = detect.make_detector(cfg.detector, "cpu" if in_pool else cfg.device, **detector_options(cfg))
     rep.workers = 0 if ray_address is not None else (n_workers if in_pool else 1)
 
     _mark_running(library, todo, cfg_key)
     if ray_address is not None:
-        from .ray_backend import perceive_with_ray
         results = perceive_with_ray(todo, cfg, ray_address, folder, cancel=cancel,
                                     cpus_per_task=ray_cpus, gpus_per_task=ray_gpus)
     elif in_pool:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from ..errors import StrivedError
 from ..perception import long_file
+from ..perception.stitch import join_segments
 from ..store import segments as seg_store
 from . import state
 
@@ -94,8 +95,6 @@ class JoinedResult:
 def finish(lib, lf: LongFile, cfg_key: str, sample_fps: float, file_hash: str | None) -> JoinedResult:
     """Join the stored segments into the file's records and write them, its files row ('done')
     and thumbnail, and delete the segment rows, in one transaction. Raises ``LibraryError``."""
-    from ..perception.stitch import join_segments
-
     rows = seg_store.load(lib, lf.path, lf.key)
     by_seg = {r["seg"]: r for r in rows}
     parts = [by_seg[s.index]["records"] for s in lf.segments]

@@ -19,15 +19,20 @@ import os
 from pathlib import Path
 from typing import Iterator
 
+import strived
+
 from ..errors import Cancelled, StrivedError
+from ..offline import OPT_OUTS
+from ..perception.pipeline import PerceptionConfig, PerceptionResult, perceive_video
+from ..records import VideoRecords
+from . import ray_local
+from .workers import limit_threads
 
 POLL_S = 0.25
 
 
 def _perceive_one(path: str, video_id: str, cfg_dict: dict, camera_config, root: str) -> dict:
     """Perceive one video in a Ray worker; a JSON-able result, never raises."""
-    from ..perception.pipeline import PerceptionConfig, perceive_video
-
     fields = {k: v for k, v in cfg_dict.items() if k in PerceptionConfig.__dataclass_fields__}
     try:
         res = perceive_video(path, video_id=video_id, config=PerceptionConfig(**fields),
@@ -46,8 +51,6 @@ def _perceive_batch(batch: dict, cfg_json: str, root: str, cpus: float = 1.0) ->
     ``video_id``, ``result`` (JSON text) and ``thumbnail`` (bytes) out, one row per video. The
     task uses as many threads as the CPUs it asked the cluster for."""
     import json
-
-    from .workers import limit_threads
 
     limiter = limit_threads(max(1, int(cpus)))  # noqa: F841  (kept alive for this batch)
 
@@ -100,8 +103,6 @@ def check_feasible(resources: dict, cpus_per_task: float, gpus_per_task: float) 
 def init_ray(address: str, num_cpus: int | None = None):
     """Connect to ``address`` ('local' starts a private instance that stays on this machine:
     `ray_local`); reuse an existing connection."""
-    from . import ray_local
-
     if address in ("local", ""):
         ray_local.prepare_import()
     try:
@@ -111,7 +112,6 @@ def init_ray(address: str, num_cpus: int | None = None):
     if ray.is_initialized():
         return ray
     check_ray_address(address)
-    from ..offline import OPT_OUTS
 
     # workers get the same opt-outs (a local instance inherits this process's environment; a
     # cluster's workers do not)
@@ -119,8 +119,6 @@ def init_ray(address: str, num_cpus: int | None = None):
     if address in ("local", ""):
         ray_local.start_local(ray, num_cpus)
     else:
-        import strived
-
         ray.init(address=address, log_to_driver=False, configure_logging=False,
                  runtime_env={"py_modules": [os.path.dirname(strived.__file__)], "env_vars": env})
     return ray
@@ -146,9 +144,6 @@ def _dataset(items, cfg, root: Path, cpus_per_task: float, gpus_per_task: float)
 def _result_of(row: dict):
     """A pipeline row's PerceptionResult, or the StrivedError it carries."""
     import json
-
-    from ..perception.pipeline import PerceptionResult
-    from ..records import VideoRecords
 
     out = json.loads(row["result"])
     if "error" in out:

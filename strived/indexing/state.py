@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import LibraryError
+from ..safepaths import make_video_id
 from ..store import files as file_store
 from ..store.files import video_of_path
 
@@ -88,8 +89,6 @@ def config_key(config: dict) -> str:
 def video_id_for(path: Path, root: Path) -> str:
     """Default id: the path under ``root`` without extension, folders joined by '__', made safe
     (`strived.safepaths.make_video_id`: characters that cannot be in an id become '_')."""
-    from ..safepaths import make_video_id
-
     try:
         rel = path.resolve().relative_to(root.resolve())
     except ValueError:

@@ -16,18 +16,18 @@ from pathlib import Path
 
 from ..errors import Cancelled, StrivedError
 from ..jobs import CancelFn, ProgressFn, report
+from .workers import _die_with_parent
 
 POLL_S = 0.1
 
 
 def _run(library_folder: str, embedder_dir: str | None, q) -> None:
-    from .workers import _die_with_parent
-
     _die_with_parent()
     try:
-        from ..engine import build_text_index
-        from ..retrieval.sources import set_library_embedder
-        from ..store.library import Library
+        # imported here, after _die_with_parent and inside the try that reports a failure to the parent
+        from ..engine import build_text_index  # lazy: loads numpy
+        from ..retrieval.sources import set_library_embedder  # lazy: loads numpy
+        from ..store.library import Library  # lazy: loads numpy
 
         with Library.open(library_folder) as lib:
             set_library_embedder(lib, embedder_dir or None)   # a changed choice rebuilds the dense index

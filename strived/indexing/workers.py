@@ -98,8 +98,9 @@ def _perceive_in_worker(path: str, video_id: str, camera_config, root: str, key:
                         time_range: tuple[float, float] | None = None):
     """Runs in a worker: one video's ``PerceptionResult``, or the exception it raised.
     ``time_range``: one segment of a long file; ``key`` names its progress messages."""
-    from ..perception.detect import make_detector
-    from ..perception.pipeline import PerceptionConfig, detector_options, perceive_video
+    # imported in the worker after limit_threads (_init_worker): BLAS reads its thread limits when it loads
+    from ..perception.detect import make_detector  # lazy: loads numpy
+    from ..perception.pipeline import PerceptionConfig, detector_options, perceive_video  # lazy: loads numpy
 
     fields = {k: v for k, v in _state["cfg"].items() if k in PerceptionConfig.__dataclass_fields__}
     cfg = PerceptionConfig(**fields)

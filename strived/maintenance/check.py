@@ -22,6 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import LibraryCorruptError, LibraryError, LibraryLockedError, LibraryVersionError
+from ..retrieval.dense import DenseIndexCorrupt, DenseIndexMismatch, verify_index_files
+from ..retrieval.dense_audit import index_problems
+from ..retrieval.sources import ensure_text_index, library_embedder, open_dense_index
 from ..store.library import DB_NAME, Library
 from ..store.upkeep import ORPHAN_TABLES
 from .footage import MissingVideo, missing_videos
@@ -177,8 +180,6 @@ def _check_rows(lib, rep: CheckReport) -> None:
 
 
 def _check_texts(lib, rep: CheckReport) -> None:
-    from ..retrieval.dense import DenseIndexCorrupt, DenseIndexMismatch, verify_index_files
-
     rep.texts_missing = lib.count_texts_missing()
     rep.texts_stale = lib.count_texts_stale()
     dense_dir = lib.folder / "dense"
@@ -192,8 +193,6 @@ def _check_texts(lib, rep: CheckReport) -> None:
         rep.dense = "absent" + (" (built by the next indexing or import)" if len(lib) else "")
         return
     try:
-        from ..retrieval.sources import library_embedder, open_dense_index
-
         idx = open_dense_index(lib, library_embedder(lib))
     except DenseIndexCorrupt as e:
         rep.dense = f"damaged: {e.reason}"
@@ -212,7 +211,6 @@ def _check_texts(lib, rep: CheckReport) -> None:
     rep.dense_lagging = sum(1 for v, st in stamps.items() if idx.stamps.get(v) != st and (every or v in idx.stamps))
     rep.dense_orphans = sum(1 for v in idx.stamps if v not in stamps)
     rep.dense = f"ok ({len(idx)} segments of {len(idx.stamps)} videos, {idx.meta.get('embedder')})"
-    from ..retrieval.dense_audit import index_problems
 
     rep.dense_problems = index_problems(dense_dir)     # vectors and graph validated (issue 37)
     if rep.dense_problems:
@@ -236,8 +234,6 @@ def _repair(lib, rep: CheckReport, text_index: bool) -> None:
         or rep.dense.startswith("damaged") or rep.dense.startswith("absent") or rep.dense_foreign \
         or rep.dense_problems
     if need_texts and text_index and (len(lib) or rep.dense_foreign):
-        from ..retrieval.sources import ensure_text_index
-
         foreign = rep.dense_foreign
         damaged = rep.dense.startswith("damaged") or bool(rep.dense_problems)
         # rebuilt, not extended: the damage found by hashing every file may be invisible to the

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..errors import LibraryError
 from ..indexing.state import content_hash, relink_file, video_of_path  # noqa: F401  (relink_file: API)
+from ..perception.video import find_videos
 
 
 @dataclass(frozen=True)
@@ -111,8 +112,6 @@ def find_moved(lib, folder: str | os.PathLike) -> RelinkReport:
     """Look under ``folder`` for the files of missing videos, recognised by content hash (size
     plus first and last MiB), and relink each one found. Only videos indexed from video files
     (which have a hash) can be found this way."""
-    from ..perception.video import find_videos
-
     rep = RelinkReport()
     gone: dict[tuple[int, str], tuple[str, str]] = {}
     for m in missing_videos(lib):

@@ -18,6 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 from ..errors import LibraryError
+from ..retrieval.sources import ensure_text_index
 from ..store.library import DB_NAME, Library
 from ..store.rescue import copy_table, open_damaged, read_video_at, scan_rows
 
@@ -61,8 +62,6 @@ def salvage(folder: str | os.PathLike, new_folder: str | os.PathLike, *, text_in
                                             ("saved_searches", "1", False), ("exports", "1", False)):
                 copy_table(src, dst, table, where, saved if per_video else None)
             if text_index and saved:
-                from ..retrieval.sources import ensure_text_index
-
                 ensure_text_index(dst)
         lost = sorted(reasons)
         return {"folder": str(new_folder), "videos": len(saved), "total": len(saved) + len(lost),

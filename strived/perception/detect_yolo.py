@@ -10,6 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..offline import onnxruntime as _ort_offline
 from .detect_base import COCO80, DetectorError, _empty, label_map, postprocess
 from .detect_nanodet import _ort_session
 
@@ -152,7 +153,6 @@ class OnnxYoloDetector:
     def __init__(self, path: str | os.PathLike, *, device: str = "cpu", score_threshold: float = 0.25,
                  input_size: tuple[int, int] = (640, 640)):
         try:
-            from ..offline import onnxruntime as _ort_offline
             ort = _ort_offline()
         except ImportError as e:
             raise DetectorError("the ONNX backend needs onnxruntime: pip install onnxruntime") from e

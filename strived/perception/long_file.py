@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass
 from typing import Iterator
 
+from ..errors import VideoDecodeError
 from .video import SampledFrame, TimeSampler, VideoProbe, _open, frame_time, probe_video
 
 SEGMENT_S = 60.0          # seconds of video per segment (its core)
@@ -93,8 +94,6 @@ def iter_frames_range(path: str | os.PathLike, sample_fps: float, start_s: float
     decode. Raises ``VideoDecodeError`` when nothing decodes in the range.
     """
     import cv2
-
-    from ..errors import VideoDecodeError
 
     path = str(path)
     probe = probe or probe_video(path)

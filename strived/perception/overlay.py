@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..safepaths import output_path, safe_filename
 from .video import iter_frames
 
 _PALETTE = [(255, 56, 56), (255, 157, 151), (255, 112, 31), (255, 178, 29), (207, 210, 49),
@@ -61,7 +62,6 @@ def save_overlays(video_path: str | os.PathLike, rec, out_dir: str | os.PathLike
         if img.shape[1] > max_width:
             s = max_width / img.shape[1]
             img = cv2.resize(img, None, fx=s, fy=s, interpolation=cv2.INTER_AREA)
-        from ..safepaths import output_path, safe_filename
 
         path = output_path(out_dir, safe_filename(f"{rec.info.id}_t{rec.t[p]:05.1f}") + ".png")
         cv2.imwrite(str(path), img)

@@ -13,6 +13,9 @@ from collections import Counter
 
 import numpy as np
 
+from ..records import EGO_FIELDS, OBJECT_FIELDS, Track, VideoRecords
+from . import signals
+
 MATCH_IOU = 0.5
 MATCH_FRAMES = 3
 
@@ -56,9 +59,6 @@ def match_tracks(left, right) -> dict[int, int]:
 def join_segments(parts: list, segments: list, sample_fps: float, extra_attrs: dict | None = None):
     """The file's `VideoRecords` from ``parts`` (one per segment, in order) and their ``segments``
     (`long_file.Segment`)."""
-    from ..records import EGO_FIELDS, OBJECT_FIELDS, Track, VideoRecords
-    from . import signals
-
     cores = [(r.t >= s.t0) & (r.t < s.t1) for r, s in zip(parts, segments)]
     first = [int(np.argmax(c)) if c.any() else 0 for c in cores]
     offset = np.cumsum([0] + [int(c.sum()) for c in cores])

@@ -22,8 +22,9 @@ from __future__ import annotations
 import copy
 
 from ..query import ParsedQuery, as_parsed, parse_query
-from ..rules.model import parse_rule
+from ..rules.model import MAX_SECONDS, parse_rule
 from ..events import as_step, get_event
+from .compose import DEFAULT_GAP_S
 from .lexicon import EGO_OTHER, OTHER_EGO
 from .matcher import MatchResult
 
@@ -274,8 +275,6 @@ def build_sequence(query: "str | ParsedQuery", comp: dict, library, notices: lis
     """A sequence rule for a composed query from its parts' calibrated library rules: "X then Y"
     (Y's anchor 0..5 s after X's, or 'within N s'), "X while Y" (same anchor), "X without Y" (X
     with Y negated in the 4 s before to 1 s after X's anchor). None when a part has no event."""
-    from .compose import DEFAULT_GAP_S
-
     text = as_parsed(query).text
     e1 = [k for k in comp.get("first_events") or [] if k in library.entries]
     e2 = [k for k in comp.get("second_events") or [] if k in library.entries]
@@ -311,7 +310,6 @@ def build_sequence(query: "str | ParsedQuery", comp: dict, library, notices: lis
     before, after = max(windows + [2.0]), 1.0
     if not steps[anchor].get("soft_scores"):
         # a state (gates only: "standing still", "cruising"): the negation covers the whole clip
-        from ..rules.model import MAX_SECONDS
         before = after = MAX_SECONDS
     if e2:
         r2 = library.entries[e2[0]].rule

@@ -25,7 +25,8 @@ import tempfile
 from pathlib import Path
 
 from ..errors import RuleError, StrivedError
-from .library import LibraryEntry, RuleLibrary
+from ..rules.model import parse_rule
+from .library import LibraryEntry, RuleLibrary, load_default_library
 
 FORMAT = "strived.learned_rules/1"
 FILE_NAME = "learned_rules.json"
@@ -46,8 +47,6 @@ def _key(event: str, profile: str) -> str:
 def load(library) -> dict:
     """The learned-numbers document of ``library`` (empty when none was written); every rule is
     validated. Raises LearnedRulesError when the file is damaged."""
-    from ..rules.model import parse_rule
-
     p = learned_path(library)
     try:
         d = json.loads(p.read_text(encoding="utf-8"))
@@ -186,8 +185,6 @@ def search_rules(library, profile: str) -> tuple[RuleLibrary, str | None]:
     """(rule library, notice) for searching ``library`` with ``profile``: the shipped library with
     the numbers learned from this library's marks where any; a damaged learned file is left out
     with a notice (the shipped numbers are used)."""
-    from .library import load_default_library
-
     base = load_default_library(profile=profile)
     try:
         return overlay(base, library, profile), None

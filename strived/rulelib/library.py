@@ -21,8 +21,10 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from ..errors import StrivedError
+from ..errors import RuleError, StrivedError
 from ..events import EVENTS, get_event
+from ..rules.model import parse_rule
+from .video_forms import video_form
 
 FORMAT = "strived.rule_library/1"
 BASE_VERSION = "1.0"
@@ -65,7 +67,6 @@ def _r(x):
 
 
 def _canonical(rule: dict) -> dict:
-    from ..rules.model import parse_rule
     return parse_rule(rule).to_dict()
 
 
@@ -83,8 +84,6 @@ class RuleLibrary:
         """Every inventory event with its starting numbers (nothing fitted); the ``video``
         profile's object events use their video forms (`events.video_form`: gates on the
         moving track)."""
-        from .video_forms import video_form
-
         entries = {}
         for ev in EVENTS:
             r = _canonical(video_form(ev.key) if profile == "video" else ev.form)
@@ -102,7 +101,6 @@ class RuleLibrary:
 
     def rule(self, event: str):
         """The event's rule as a validated `Rule`."""
-        from ..rules.model import parse_rule
         return parse_rule(self.entries[event].rule)
 
     def start_version(self) -> "RuleLibrary":
@@ -174,7 +172,6 @@ def _ap(e: dict, name: str, where: str) -> float | None:
 def _entry(key: str, e, where: str) -> "LibraryEntry":
     """One event of a library file, every field checked (a hand-edited or foreign file gets a
     message naming the event and the field, never a traceback)."""
-    from ..errors import RuleError
     try:
         get_event(key)
     except KeyError as err:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 
+from ..errors import RuleError
 from ..llm.prompting import DATA_NOTICE, quote_data
 from ..rules.model import parse_rule, rule_schema
 from ..events import EVENTS, get_event
@@ -88,7 +89,6 @@ def adapt_llm(client, query: str, exemplar: str, library) -> dict:
 
 
 def _check_rule(d: dict) -> None:
-    from ..errors import RuleError
     try:
         parse_rule(d)
     except RuleError as e:

@@ -45,6 +45,7 @@ from pathlib import Path
 
 from ..query import ParsedQuery, as_parsed, query_text
 from ..query import vocabulary as V
+from ..retrieval.relevance import calibration_error, fit_logistic
 from .compose import COMPOSITES, Composition, compose_query, part_events
 from ..events import EVENTS, get_event
 from .lexicon import EGO_OTHER, OTHER_EGO, most_specific
@@ -526,8 +527,6 @@ def _apply(cal: MatcherCalibration | None, row: dict) -> tuple[float, float]:
 def evaluate_rows(rows: list[dict], cal: MatcherCalibration | None, bins: int = 10) -> dict:
     """Accuracy, the τ bands, expected calibration error (``bins`` equal-width bins) and Brier
     score of ``confidence`` against reuse-right and of ``p_event`` against event-right."""
-    from ..retrieval.relevance import calibration_error
-
     n = len(rows)
     if not n:
         return {"n": 0}
@@ -561,8 +560,6 @@ def fit_calibration(rows: list[dict], l2_grid=(0.03, 0.1, 0.3, 1.0, 3.0, 10.0),
     chosen by ``folds``-fold cross-validated log-loss (folds dealt round robin). Rows whose pick
     is "none" are left out: that answer has nothing to reuse (confidence 0 by definition)."""
     import numpy as np
-
-    from ..retrieval.relevance import fit_logistic
 
     use = [r for r in rows if r["event"] != "none"]
     X = np.array([[r["features"][f] for f in FEATURES] for r in use], np.float64)

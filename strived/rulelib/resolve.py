@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..llm.errors import LLMError
 from ..query import ParsedQuery, as_parsed
 from ..rules.model import Rule, parse_rule
 from .adapter import adapt_offline_from
 from .library import RuleLibrary, load_default_library
+from .llm_stages import adapt_llm, match_llm
 from .matcher import TAU_REUSE, MatchResult, match_offline
 
 
@@ -64,8 +66,6 @@ def resolve_rule(query: "str | ParsedQuery", library: RuleLibrary | None = None,
     notices: list[str] = []
     match: MatchResult | None = None
     if llm is not None:
-        from ..llm.errors import LLMError
-        from .llm_stages import adapt_llm, match_llm
         try:
             match = match_llm(llm, text, lib)
         except LLMError as e:

@@ -193,3 +193,91 @@ def test_only_the_store_holds_sql_statements():
                 continue
             bad += [f"{rel}:{line}: {s[:60]!r}" for line, s in _sql_statements(p.read_text(encoding="utf-8"))]
     assert bad == [], "SQL outside strived/store/:\n" + "\n".join(bad)
+
+
+# -- issue 35: a project import inside a function only where it keeps a heavy library lazy
+# The directories of this rule; strived/engine*.py, strived/api.py, strived/evaluation/scale*.py,
+# strived/rules/, strived/retrieval/ and strived/store/ are outside it.
+_LAZY_SCOPE = ("app/", "strived/commands/", "strived/evaluation/", "strived/indexing/", "strived/perception/",
+               "strived/rulelib/", "strived/maintenance/")
+_LAZY_OUTSIDE = ("strived/evaluation/scale", "strived/engine", "strived/api.py")
+#: what a `# lazy: loads X` may name: a library heavy enough to keep off a start-up path
+_HEAVY = {"numpy", "PySide6", "pyqtgraph", "torch", "torchvision", "cv2", "transformers", "onnxruntime",
+          "hnswlib", "openai", "ray", "pytesseract", "sentence_transformers", "matplotlib"}
+
+
+def _lazy_scope_files() -> list[Path]:
+    files = [p for d in _LAZY_SCOPE for p in (REPO / d).rglob("*.py")]
+    files += [p for p in (REPO / "strived").glob("*.py")]
+    return sorted(p for p in set(files) if not p.relative_to(REPO).as_posix().startswith(_LAZY_OUTSIDE))
+
+
+def _unjustified_imports(source: str) -> list[tuple[int, str]]:
+    """(line, text) of each import of a project module (``strived``, ``app``, relative) inside a
+    function whose statement carries no ``# lazy: loads X`` naming a heavy library."""
+    import ast
+    import re
+
+    lines = source.splitlines()
+    out = {}
+    for fn in ast.walk(ast.parse(source)):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(fn):
+            if isinstance(node, ast.ImportFrom):
+                project = node.level > 0 or (node.module or "").split(".")[0] in ("strived", "app")
+            elif isinstance(node, ast.Import):
+                project = any(a.name.split(".")[0] in ("strived", "app") for a in node.names)
+            else:
+                continue
+            text = "\n".join(lines[node.lineno - 1:node.end_lineno])
+            named = re.findall(r"# lazy: loads (\w+)", text)
+            if project and not (named and all(n in _HEAVY for n in named)):
+                out[node.lineno] = lines[node.lineno - 1].strip()
+    return sorted(out.items())
+
+
+def test_the_lazy_import_finder_finds_a_bare_import_inside_a_function():
+    code = ("from .a import b\n"
+            "def f():\n"
+            "    from ..x import y\n"
+            "    import strived.engine\n"
+            "    from . import z  # lazy: loads numpy\n"
+            "    from .w import (v,\n"
+            "                    u)  # lazy: loads PySide6\n"
+            "    from .q import r  # lazy: loads nothing\n"
+            "    import json\n"
+            "    def g():\n"
+            "        from app.settings import AppSettings\n"
+            "    return y\n")
+    assert [n for n, _ in _unjustified_imports(code)] == [3, 4, 8, 11]
+
+
+def test_project_imports_inside_functions_only_where_a_heavy_library_stays_lazy():
+    """Issue 35: in the app, the CLI's commands, evaluation (but scale), indexing, perception,
+    rulelib, maintenance and the engine's top-level modules (but engine*.py and api.py), a project
+    import sits inside a function only with ``# lazy: loads X`` (X a heavy library it keeps off a
+    start-up path); every other one is at the module's top."""
+    bad = [f"{p.relative_to(REPO).as_posix()}:{line}: {s}" for p in _lazy_scope_files()
+           for line, s in _unjustified_imports(p.read_text(encoding="utf-8"))]
+    assert bad == [], "imports inside functions without `# lazy: loads X`:\n" + "\n".join(bad)
+
+
+START_PATHS = r"""
+import sys
+import strived.cli
+strived.cli.build_parser()            # every command module: `strived --help`, `strived events`
+import strived.indexing.workers       # what a perception worker imports before its thread limits
+import strived.indexing.text_process  # what the text-index process imports before its parent-death signal
+import app.__main__, app.window_export
+print("LOADED", sorted(m for m in ("numpy", "PySide6", "pyqtgraph") if m in sys.modules))
+"""
+
+
+def test_the_lazy_imports_keep_their_libraries_off_the_start_paths():
+    """What the `# lazy: loads X` comments keep lazy is not loaded by the start paths they serve:
+    numpy by the CLI's parser (every command module), by a perception worker before its thread
+    limits are set and by the text-index process before its parent-death signal; PySide6 by the
+    app's entry point before its self-test or window."""
+    out = _run(START_PATHS)
+    assert "LOADED []" in out, out

@@ -25,7 +25,9 @@ import numpy as np
 from ...errors import RuleError
 from ...jobs import CancelFn, ProgressFn, check_cancel, report
 from ...rules.model import parse_rule
-from ...events import get_event
+from ...events import EVENT_KEYS, get_event
+from ..library import LibraryEntry, RuleLibrary
+from .llm_fit import LLMProposer
 from .optimizer import OptimizerProposer, canonical_form, grid_distance
 from .weak_labels import WeakLabels
 
@@ -214,7 +216,6 @@ def calibrate_event(event: str, scorer, labels: WeakLabels, *, proposer: str = "
     opt = OptimizerProposer(form, field_stats, seed=seed)
     llm_prop = None
     if proposer == "llm":
-        from .llm_fit import LLMProposer
         llm_prop = LLMProposer(llm, event, form, field_stats)
     start_ap, start_s, _ = ev(form)
     best_s = start_s
@@ -350,9 +351,6 @@ def calibrate_library(scorer, labels: WeakLabels, events: list[str] | None = Non
     """
     import datetime
 
-    from ...events import EVENT_KEYS
-    from ..library import LibraryEntry, RuleLibrary
-
     base = base or RuleLibrary.uncalibrated()
     keys = list(events or EVENT_KEYS)
     entries = {k: e for k, e in base.entries.items()}
@@ -478,8 +476,6 @@ def _inherit_from_parents(entries: dict, skip: set = frozenset()) -> None:
     (e.g. a rear-end is a collision with the car ahead: ranging at contact range fails the same
     way), and the parent's numbers were fitted on several positives instead of none. ``skip``: events
     whose own labels were judged (they keep what that judgement chose)."""
-    from ...events import EVENT_KEYS, get_event
-
     for key, e in list(entries.items()):
         ev = get_event(key) if key in EVENT_KEYS else None
         par = entries.get(ev.parent) if ev is not None and ev.parent else None

@@ -24,7 +24,10 @@ import numpy as np
 from ...errors import StrivedError
 from ...jobs import CancelFn, ProgressFn, check_cancel, report
 from ...rules.model import parse_rule
-from ...events import EVENT_KEYS
+from ...events import EVENT_KEYS, get_event
+from ...rules.scorer import RuleScorer
+from ..learned import active_version
+from ..library import load_default_library
 from .calibrate import MIN_POSITIVES, average_precision_pessimistic, calibrate_event
 from .optimizer import canonical_form, get_at, param_space
 from .weak_labels import WeakLabels, mark_rows
@@ -185,8 +188,6 @@ def library_ranks(library, vids: list[str], profile: str, rules: dict[str, dict]
     """Where each of ``vids`` ranks in this library's ``profile`` videos under each rule of
     ``rules`` ({"before": rule, "after": rule}): 1-based, ties by id as search orders them; None
     when the rule gives it no score (it is not among the results)."""
-    from ...rules.scorer import RuleScorer
-
     prof = library.video_profiles()
     sc = RuleScorer(library)
     ids = np.array(sc.video_ids, dtype=object)
@@ -205,13 +206,8 @@ def learn_event(library, event: str, *, profile: str | None = None, seed: int = 
                 progress: ProgressFn = None, cancel: CancelFn = None) -> LearnResult:
     """Refit ``event``'s numbers for ``library`` from its marks (see module doc). Raises
     LearnRefused (too few or contradictory marks) and Cancelled; keeps nothing itself."""
-    from ...rules.scorer import RuleScorer
-    from ..learned import active_version
-    from ..library import load_default_library
-
     t0 = time.perf_counter()
     if event not in EVENT_KEYS:
-        from ...events import get_event
         get_event(event)               # raises KeyError with suggestions
     marks, unused, profile = event_marks(library, event, profile)
     pos, neg = check_marks(event, marks)

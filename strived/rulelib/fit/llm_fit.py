@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 
+from ...llm.errors import LLMError, LLMUnavailable
 from ...llm.prompting import DATA_NOTICE, quote_data
 from ...rules.model import parse_rule
 from ...events import EVENT_KEYS, get_event
+from ..lexicon import extract_events_lexicon
 from ..llm_stages import EVENT_INVENTORY, FIELDS_DOC
 from .optimizer import canonical_form, get_at, param_space, set_at
 
@@ -41,8 +43,6 @@ def extract_events_llm(client, caption: str) -> set[str]:
 def llm_extractor(client, fallback=None):
     """An extractor function for `labels_from_captions`: the LLM, falling back per caption to
     ``fallback`` (default: the lexicon) on LLMError; ``extractor.n_fallbacks`` counts them."""
-    from ...llm.errors import LLMError
-    from ..lexicon import extract_events_lexicon
     fb = fallback or extract_events_lexicon
 
     def extractor(text: str) -> set[str]:
@@ -82,7 +82,6 @@ class LLMProposer:
 
     def __init__(self, client, event: str, form: dict, field_stats: dict | None = None):
         if client is None:
-            from ...llm.errors import LLMUnavailable
             raise LLMUnavailable("the LLM proposer needs an LLM client (configure an endpoint)")
         self.client, self.event, self.form = client, event, canonical_form(form)
         self.params = param_space(self.form)

@@ -23,6 +23,7 @@ from pathlib import Path
 from ...errors import StrivedError
 from ...events import EVENT_KEYS, get_event
 from ..lexicon import extract_events_lexicon  # noqa: F401  (the caption extractor; re-exported)
+from ..matcher import match_offline
 
 
 class WeakLabelError(StrivedError):
@@ -162,7 +163,7 @@ def mark_rows(library, matcher=None) -> list[tuple[str, str, bool, str]]:
     """(query, video id, relevant, library event) of every stored mark whose query concerns a
     library event: the event recorded with the mark, else the offline matcher's for the query."""
     if matcher is None:
-        from ..matcher import match_offline as matcher
+        matcher = match_offline
     out, seen = [], {}
     for query, vid, relevant, event in library.marks_in_order():
         if event not in EVENT_KEYS:
