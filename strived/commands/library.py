@@ -73,10 +73,13 @@ def cmd_import(args) -> int:
     if missing:
         print(f"strived: error: not found: {', '.join(missing)}", file=sys.stderr)
         return 1
-    recs, bad = [], []
+    # pass 1 checks every file and keeps none (memory stays that of one file, whatever the folder
+    # holds); pass 2 parses them again into one transaction, so an invalid file imports nothing
+    ok, bad = [], []
     for f in files:
         try:
-            recs.append(VideoRecords.load(f))
+            VideoRecords.load(f)
+            ok.append(f)
         except RecordsError as e:
             if not args.skip_invalid:
                 print(f"strived: error: {e}\n(nothing was imported; use --skip-invalid to import "
@@ -86,7 +89,12 @@ def cmd_import(args) -> int:
     lib = Library.open(args.library, create=True)
     with lib:
         lib.ensure_writable()  # read-only or damaged: a clear error, nothing written
-        n = lib.add_videos(recs)
+        try:
+            n = lib.add_videos(VideoRecords.load(f) for f in ok)
+        except RecordsError as e:    # changed on disk since pass 1: the transaction rolled back
+            print(f"strived: error: {e}\n(nothing was imported: the file changed while importing)",
+                  file=sys.stderr)
+            return 1
         print(f"imported {n} videos into {lib.folder} ({len(lib)} in the library)")
         from ..drives import refresh as refresh_drives  # lazy: loads numpy
 
@@ -99,7 +107,7 @@ def cmd_import(args) -> int:
                 print(f"note: {note}", file=sys.stderr)
     for b in bad:
         print(f"skipped: {b}", file=sys.stderr)
-    return 1 if bad and not recs else 0
+    return 1 if bad and not ok else 0
 
 
 def cmd_export(args) -> int:

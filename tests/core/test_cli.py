@@ -51,6 +51,40 @@ def test_import_malformed_stops_and_keeps_library(tmp_path, bench_dev, capsys):
         assert L.video_ids() == ["kitti_0000_w00"]
 
 
+def test_import_of_a_folder_holds_one_parsed_file_at_a_time(tmp_path, bench_dev, capsys, monkeypatch):
+    """A folder of many records files imports without holding every parsed file in memory: at
+    most one VideoRecords is alive while the library stores them (a weak reference per parse)."""
+    import gc
+    import shutil
+    import weakref
+
+    from strived.records import VideoRecords
+    from strived.store import Library
+
+    src = tmp_path / "recs"
+    src.mkdir()
+    names = sorted(p.name for p in (bench_dev / "records").glob("*.json"))[:6]
+    for n in names:
+        shutil.copy(bench_dev / "records" / n, src / n)
+    alive, peak = [], [0]
+    real_load = VideoRecords.load.__func__
+
+    def load(cls, path):
+        rec = real_load(cls, path)
+        gc.collect()
+        alive[:] = [r for r in alive if r() is not None]
+        alive.append(weakref.ref(rec))
+        peak[0] = max(peak[0], len(alive))
+        return rec
+
+    monkeypatch.setattr(VideoRecords, "load", classmethod(load))
+    lib = tmp_path / "lib"
+    assert main(["import", str(src), "-L", str(lib), "--no-text-index"]) == 0
+    assert peak[0] <= 2, f"{peak[0]} parsed records files alive at once"
+    with Library.open(lib) as L:
+        assert L.video_ids() == sorted(n[:-5] for n in names)
+
+
 def test_search_json_and_empty_library(tmp_path, bench_dev, capsys):
     lib = tmp_path / "lib"
     assert main(["search", "anything", "-L", str(lib)]) == 1  # no library yet: clear error
