@@ -17,21 +17,25 @@ import numpy as np
 
 from ..jobs import CancelFn, ProgressFn
 from ..records import EGO_FIELDS, VideoInfo, VideoRecords
+from .burnin import BurnInReader, merge_burnin
 from .detect import DEFAULT_DETECTOR, Detector, make_detector
 from .ego.estimator import EgoMotionEstimator
 from .geometry import CameraModel, load_camera_config
+from .long_file import iter_frames_range
 from .shots import ShotCuts
 from .stages import FrameLoop, Timer, build_tracks, fit_horizon, observations, run_frames, thumbnail, video_attrs
+from .telemetry import find_telemetry_report
 from .track import ByteTracker
 from .video import iter_frames, probe_video
 
-PERCEPTION_VERSION = 9   # 4: tracks and ego pairs do not span shot cuts (shots.py); 5: road fits judged
+PERCEPTION_VERSION = 10  # 4: tracks and ego pairs do not span shot cuts (shots.py); 5: road fits judged
                          # against the noise floor (ego.noise_floor.fit_ratio: compressed video keeps its speed);
                          # 6: ... only where the floor's flow agrees with the plane's (rain: no wrong speed);
                          # 7: NanoDet's near pass (vehicles at contact range); "stopped" only on scenery;
                          # 8: no vehicle yaw where the camera is shaken (jolt); ego series held, not
                          # extrapolated, beyond the first/last accepted fit; 9: the speed the
-                         # dashcam prints on the frame, read by OCR (burnin.py)
+                         # dashcam prints on the frame, read by OCR (burnin.py); 10: no road fit nearer
+                         # than 3 camera heights (a bonnet hides it: ego.config.ROAD_MIN_DEPTH_H)
 
 
 @dataclass
@@ -124,8 +128,6 @@ def perceive_video(path: str | os.PathLike, *, video_id: str | None = None,
                    ego_series)
     _merge_telemetry(rec, path, cam_cfg, cfg, ego_series.get("status") or {})
     if loop.burn is not None:
-        from .burnin import merge_burnin
-
         merge_burnin(rec, loop.burn.finish(), rec.info.attrs["availability"])
     jpeg, size = thumbnail(loop.thumb, cfg.thumbnail_width)
     n = len(obs.t)
@@ -146,8 +148,6 @@ def _setup(path: Path, probe, cfg: PerceptionConfig, detector: Detector | None, 
                           **getattr(det, "tracker_params", {}))  # score thresholds suited to this detector
     burn = None
     if cfg.burnin:
-        from .burnin import BurnInReader
-
         burn = BurnInReader()
     loop = FrameLoop(cfg, det, cam, tracker=tracker, ego=EgoMotionEstimator(), shots=ShotCuts(), burn=burn,
                      thumb_t=0.3 * probe.duration_s, timer=Timer())
@@ -169,7 +169,6 @@ def _records(path: Path, video_id: str | None, probe, loop: FrameLoop, obs, trac
 def _frames(path: Path, sample_fps: float, probe, time_range: tuple[float, float] | None):
     if time_range is None:
         return iter_frames(path, sample_fps, probe=probe)
-    from .long_file import iter_frames_range
 
     return iter_frames_range(path, sample_fps, time_range[0], time_range[1], probe=probe)
 
@@ -186,8 +185,6 @@ def _merge_telemetry(rec, path: Path, cam_cfg: dict | None, cfg: PerceptionConfi
     """Ego speed / yaw rate / accel from the camera's own GPS where it has some (NMEA or GPX
     sidecar, GoPro GPMF), video estimates elsewhere; per-field availability with its source and
     reason in ``rec.info.attrs["availability"]``."""
-    from .telemetry import find_telemetry_report
-
     avail: dict[str, dict] = {}
     for f, st in ego_status.items():
         if isinstance(st, dict):

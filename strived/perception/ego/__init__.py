@@ -12,7 +12,7 @@ Per consecutive pair of sampled frames (``feed``):
   (full-frame pixels, for the tracker's camera-motion compensation); over the far ones (above the
   horizon band) it gives the camera's yaw, pitch and roll increments, and in turns the focal length.
 - *road* (``road_fit``, run ROAD_DELAY_FRAMES late, once the static mask has seen those frames): the
-  textured pixels of the road ahead (below the horizon, ``|X| < 2 h``, ``Z < 20 h``, outside boxes and static
+  textured pixels of the road ahead (below the horizon, ``|X| < 2 h``, ``3 h < Z < 20 h``, outside boxes and static
   pixels) are aligned directly (photometric Gauss-Newton, coarse to fine, Huber weights) under the
   ground-plane homography of a planar motion: yaw ``w``, lateral ``t_x`` and forward ``t_z``
   translation in metres (``Z = f*h/(y - y_h)``, ``X = (x - c_x)*Z/f``), a vertical shift ``p``

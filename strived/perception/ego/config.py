@@ -17,6 +17,10 @@ class EgoConfig:
     ROAD_MAX_LATERAL_H: float = 2.0       # h: road pixels |X| < 2 h (ego lane and its edges; wider takes in
     #                                       raised verges)
     ROAD_MAX_DEPTH_H: float = 20.0        # h: ... Z < 20 h
+    ROAD_MIN_DEPTH_H: float = 3.0         # h: ... Z > 3 h: nearer, a car's own bonnet hides the road (the sight
+    #                                       line over a bonnet edge ~1.5 m ahead, ~0.4 m below the camera meets
+    #                                       the road ~5 m = ~3.7 h out; KITTI's roof camera sees none nearer
+    #                                       than 3.6 h): what shows there is bonnet, dashboard or its reflection
     ROAD_MIN_BELOW_HORIZON: float = 0.03  # H: ... at least 3 % of H below the horizon
     ROAD_MIN_PIXELS: int = 150            # textured road pixels needed for a fit
     GRAD_MIN: float = 2.0                 # gray levels per pixel: "textured"

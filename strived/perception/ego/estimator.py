@@ -111,7 +111,8 @@ class EgoMotionEstimator:
         d = yy - horizon_y
         cfg = self.cfg
         dmin = max(cam.focal_px / cfg.ROAD_MAX_DEPTH_H, cfg.ROAD_MIN_BELOW_HORIZON * cam.height)
-        road = (d > dmin) & (np.abs(xx - cam.cx) < cfg.ROAD_MAX_LATERAL_H * np.maximum(d, 0))
+        dmax = cam.focal_px / cfg.ROAD_MIN_DEPTH_H
+        road = (d > dmin) & (d < dmax) & (np.abs(xx - cam.cx) < cfg.ROAD_MAX_LATERAL_H * np.maximum(d, 0))
         limit = self.static.bottom_limit()
         if limit is not None:
             road[limit:] = False
