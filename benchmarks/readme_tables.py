@@ -23,11 +23,13 @@ TP = ROOT / "docs" / "report" / "throughput"
 
 #: (label, file, protocol note) of the evaluation table: mAP / Acc@1 per method, in %
 EVAL_ROWS = [
-    ("**unseen**: design holdout, shipped files (`--cv 0`), re-indexed from scratch (perception v9), "
-     "session 15", "holdout_s15.json"),
+    ("**unseen**: design holdout, shipped files (`--cv 0`), re-indexed from scratch (perception v10), "
+     "session 16", "holdout_s16.json"),
+    ("unseen: the same, perception v9, session 15", "holdout_s15.json"),
     ("unseen: design holdout, shipped files, end of issue 31 (perception v8)", "holdout_after.json"),
     ("unseen: design holdout, shipped files, start of issue 31", "holdout_before.json"),
-    ("design split, leave one source out (`--cv source`)", "design_loso.json"),
+    ("design split, leave one source out (`--cv source`), perception v10, session 16", "design_loso_s16.json"),
+    ("design split, leave one source out, perception v8", "design_loso.json"),
     ("design split + mirrored clips, leave one source out", "design_loso_with_mirrors.json"),
     ("bench-dev video items, random 5 folds (`--cv 5`), for comparison only", "dev_video_cv5.json"),
     ("bench-dev all items, random 5 folds (`--cv 5`), for comparison only", "dev_all_cv5.json"),
