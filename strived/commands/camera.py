@@ -12,7 +12,7 @@ import sys
 from collections import Counter
 
 from ..errors import StrivedError
-from ..perception.camera_id import signature
+from ..perception.camera_id import video_signature
 from ._common import add_library_arg, print_json, positive_float
 
 
@@ -80,9 +80,7 @@ def refresh(lib) -> dict | None:
     for v in lib.list_videos():
         if v["id"] in have:
             continue
-        a = v.get("attrs") or {}
-        sigs[v["id"]] = signature(v.get("path") or v["id"], v.get("width"), v.get("height"), v.get("fps"),
-                                  a.get("codec"), a)
+        sigs[v["id"]] = video_signature(v)
     return cameras.refresh(lib, sigs)
 
 
@@ -178,10 +176,25 @@ def cmd_set(args) -> int:
         from ..store import cameras  # lazy: loads numpy
 
         refresh(lib)
+        before = cameras.camera(lib, args.id)["known"]
         c = cameras.update(lib, args.id, name=args.name, confirmed=args.confirmed, known=known, clear=args.clear)
         print(f"camera {c['id']}: {c['name']}" + (" (confirmed)" if c["confirmed"] else "")
               + "; known: " + (", ".join(f"{k}={v:g}" for k, v in c["known"].items()) or "none"))
+        if c["known"] != before:
+            print(_reperceive_note(lib, c["id"]))
     return 0
+
+
+def _reperceive_note(lib, cid: int) -> str:
+    """What the next `strived index` does for a group whose known values changed."""
+    from ..indexing.known_camera import pending  # lazy: loads numpy
+
+    n = pending(lib, cid)
+    if not n:
+        return ("no video of this camera will be perceived again by the next `strived index` (a "
+                "camera.json beside a video wins over these values; new videos of this camera get them)")
+    return (f"{n} video{'s' if n > 1 else ''} of this camera will be perceived again by the next "
+            "`strived index` (a camera.json beside a video wins over these values)")
 
 
 def cmd_split(args) -> int:
@@ -213,14 +226,20 @@ def video_info(lib, video_id: str) -> dict:
         rec = lib.get_video(video_id, track_ids=[])
     except KeyError:
         raise StrivedError(f"no video {video_id!r} in library {lib.folder}") from None
+    from ..indexing.known_camera import stored_source  # lazy: loads numpy
+
     a = rec.info.attrs
     avail = a.get("availability") or {}
+    refresh(lib)   # a video indexed since the last grouping joins its group (read-only: as stored)
     cam = cameras.camera_of(lib, video_id)
+    source, used = stored_source(lib, rec.info.path, a.get("camera"), cam["id"] if cam else None)
     return {"id": video_id, "path": rec.info.path, "size": f"{rec.info.width}x{rec.info.height}",
             "fps": rec.info.fps,
             "speed": avail.get("speed") or "unknown (no availability record)",
             "accel": avail.get("accel") or "unknown (no availability record)",
             "telemetry": a.get("telemetry") or "none",
             "burnin": a.get("burnin") or "not read (indexed before burnt-in speed was read, or imported)",
+            "camera": {"source": source, **({"values_used": used} if used else {}),
+                       "model": a.get("camera") or "unknown (not in the records)"},
             "camera_group": {"id": cam["id"], "name": cam["name"], "confirmed": cam["confirmed"],
                              "known": cam["known"]} if cam else "not grouped yet (run `strived camera list`)"}

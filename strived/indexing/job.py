@@ -12,11 +12,11 @@ from typing import Iterator
 from ..errors import Cancelled, LibraryError, StrivedError
 from ..jobs import CancelFn, ProgressEvent, ProgressFn, check_cancel, report
 from ..perception import detect
-from ..perception.geometry import load_camera_config
 from ..perception.pipeline import PerceptionConfig, detector_options, perceive_video
 from ..perception.video import find_videos
 from ..store import files as file_store
 from . import long_files, state
+from .known_camera import KnownCameras
 from .ray_backend import perceive_with_ray
 from .workers import perceive_in_workers, plan_workers
 
@@ -30,6 +30,7 @@ class IndexItem:
     fp: state.Fingerprint
     file_hash: str | None
     camera_config: dict | None = None
+    config_key: str | None = None   # its files row's config: the settings, and any camera group values used
     segment: object = None          # long_file.Segment: this task perceives one segment of a long file
     long: object = None             # long_files.LongFile the segment belongs to
 
@@ -63,6 +64,7 @@ class IndexReport:
     timings_s: dict = field(default_factory=dict)
     workers: int = 1   # perception processes used (0: a Ray cluster)
     device: str | None = None   # where the detector ran ("cpu", "cuda"), as the records say
+    warnings: list[str] = field(default_factory=list)   # e.g. a camera group's stored values ignored
 
     @property
     def ok(self) -> bool:
@@ -84,6 +86,7 @@ class IndexReport:
         if self.video_s > 0 and self.elapsed_s > 0:
             parts.append(f"{self.video_s:.0f} s of video in {self.elapsed_s:.0f} s "
                          f"({self.video_s / self.elapsed_s:.2f}x real time)")
+        parts += [f"warning: {w}" for w in self.warnings]
         if self.cancelled:
             parts.append("CANCELLED (run again to resume)")
         return ", ".join(parts)
@@ -105,12 +108,15 @@ def plan(folder: Path, lib, config_key: str, *, retry_failed: bool = False,
         if not os.path.exists(path_):
             gone.setdefault((int(size_), hash_), path_)
     gone_sizes = {k[0] for k in gone}
+    cams = KnownCameras.read(lib)   # the values users gave camera groups (`strived camera set`)
+    rep.warnings.extend(cams.warnings)
     todo: list[IndexItem] = []
     for p in videos:
         key_fp = _readable(p, rep)
         if key_fp is None:
             continue
-        item = _plan_file(p, *key_fp, folder, lib, config_key, retry_failed, rep, (gone, gone_sizes), taken)
+        item = _plan_file(p, *key_fp, folder, lib, (config_key, cams), retry_failed, rep, (gone, gone_sizes),
+                          taken)
         if item is not None:
             todo.append(item)
     known = file_store.done_paths(lib)
@@ -141,11 +147,13 @@ def _readable(p: Path, rep: IndexReport) -> tuple[str, state.Fingerprint] | None
         return None
 
 
-def _plan_file(p: Path, key: str, fp: state.Fingerprint, folder: Path, lib, config_key: str,
+def _plan_file(p: Path, key: str, fp: state.Fingerprint, folder: Path, lib, settings: tuple[str, KnownCameras],
                retry_failed: bool, rep: IndexReport, moved: tuple[dict, set], taken: dict) -> IndexItem | None:
     """The task for video file ``p`` (resolved path ``key``), or None when it needs none (counted
     in ``rep``): unchanged, failed before, moved (relinked: ``moved`` is (size, hash) -> path of the
-    indexed files that are gone, and their sizes), or unreadable."""
+    indexed files that are gone, and their sizes), or unreadable. ``settings``: the perception
+    settings' key and the camera groups' known values; the file's own key adds the group values
+    it is perceived with, so changing them redoes it."""
     gone, gone_sizes = moved
     row = file_store.get_row(lib, key)
     if row is None and fp.size in gone_sizes:
@@ -159,6 +167,7 @@ def _plan_file(p: Path, key: str, fp: state.Fingerprint, folder: Path, lib, conf
             rep.relinked.append((old, key))
             taken[vid] = key
             row = file_store.get_row(lib, key)
+    camera_config, config_key = settings[1].resolve(p, folder, row["video_id"] if row else None, settings[0])
     same_cfg = row is not None and row["config"] == config_key
     if row and same_cfg and row["size"] == fp.size and row["mtime"] == fp.mtime:
         if row["status"] == "done":
@@ -186,7 +195,7 @@ def _plan_file(p: Path, key: str, fp: state.Fingerprint, folder: Path, lib, conf
         while vid in taken and taken[vid] != key:
             vid, k = f"{base}_{k}", k + 1
         taken[vid] = key
-    return IndexItem(p, vid, fp, file_hash, load_camera_config(p, folder))
+    return IndexItem(p, vid, fp, file_hash, camera_config, config_key)
 
 
 def _perceive_local(items: list[IndexItem], cfg, detector, folder: Path, progress: ProgressFn,
@@ -251,7 +260,7 @@ def index_folder(folder: str | os.PathLike, library, *, sample_fps: float = 10.0
 
     longs = []
     if ray_address is None:   # long files in segments (a Ray task perceives a whole file)
-        todo, longs = long_files.expand(todo, library, cfg_key, cfg.sample_fps, segment_s, long_file_s)
+        todo, longs = _expand_long(todo, library, cfg_key, cfg.sample_fps, segment_s, long_file_s)
     n_workers, threads = plan_workers(len(todo), workers)
     in_pool = ray_address is None and n_workers > 1 and detector is None
     if todo and ray_address is None and detector is None:
@@ -285,6 +294,20 @@ def index_folder(folder: str | os.PathLike, library, *, sample_fps: float = 10.0
     return rep
 
 
+def _expand_long(todo: list[IndexItem], library, cfg_key: str, sample_fps: float, segment_s,
+                 long_file_s) -> tuple[list, list]:
+    """`long_files.expand` over ``todo``, each file with its own config key (its segments' key)."""
+    by_key: dict[str, list[IndexItem]] = {}
+    for item in todo:
+        by_key.setdefault(item.config_key or cfg_key, []).append(item)
+    tasks, longs = [], []
+    for key, items in by_key.items():
+        t, lf = long_files.expand(items, library, key, sample_fps, segment_s, long_file_s)
+        tasks += t
+        longs += lf
+    return tasks, longs
+
+
 def _settings_key(cfg, detector) -> str:
     """The files rows' ``config``: every perception setting and the detector (a caller's own
     ``detector`` instance, when given, by its name), not the device (it does not change the records)."""
@@ -298,7 +321,7 @@ def _mark_running(library, todo: list[IndexItem], cfg_key: str) -> None:
     """Mark every task's file as running first: a killed run leaves 'running' rows to redo."""
     for item in todo:
         state.mark_file(library, str(item.path.resolve()), video_id=item.video_id, fp=item.fp,
-                        file_hash=item.file_hash, status="running", config=cfg_key)
+                        file_hash=item.file_hash, status="running", config=item.config_key or cfg_key)
 
 
 def _finish_long(library, lf, cfg_key: str, sample_fps: float):
@@ -320,6 +343,7 @@ def _finish_long(library, lf, cfg_key: str, sample_fps: float):
 def _record(library, rep: IndexReport, item: IndexItem, res, cfg_key: str) -> None:
     """Write one video's result (records, or its failure) and count it in ``rep``."""
     key = str(item.path.resolve())
+    cfg_key = item.config_key or cfg_key
     if isinstance(res, BaseException):
         msg = str(res) if isinstance(res, StrivedError) else f"{type(res).__name__}: {res}"
         if not isinstance(res, (StrivedError, OSError)):
@@ -354,7 +378,8 @@ def _write_results(library, rep: IndexReport, results, longs: list, cfg_key: str
     for lf in longs:   # every segment stored by a run killed before it wrote the file
         if lf.complete:
             lf.reported = True
-            _record(library, rep, lf.item, _finish_long(library, lf, cfg_key, sample_fps), cfg_key)
+            _record(library, rep, lf.item, _finish_long(library, lf, lf.item.config_key or cfg_key, sample_fps),
+                    cfg_key)
             done += 1
             report(progress, "videos", done, total, item=lf.path, message="indexed")
     for item, res in results:
@@ -364,7 +389,8 @@ def _write_results(library, rep: IndexReport, results, longs: list, cfg_key: str
             if lf.reported or (lf.failed is None and not lf.complete):
                 continue      # the file's other segments are still coming, or it was said
             lf.reported = True
-            res = StrivedError(lf.failed) if lf.failed else _finish_long(library, lf, cfg_key, sample_fps)
+            res = StrivedError(lf.failed) if lf.failed else _finish_long(library, lf, item.config_key or cfg_key,
+                                                                          sample_fps)
         _record(library, rep, item, res, cfg_key)
         done += 1
         report(progress, "videos", done, total, item=str(item.path.resolve()),

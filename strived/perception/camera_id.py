@@ -119,3 +119,20 @@ def signature(path: str | Path, width: int | None, height: int | None, fps: floa
     if ev.get("encoder") and not ev["reencoded"]:
         parts.append(f"encoder={ev['encoder']}")
     return {"key": " | ".join(parts), "evidence": ev}
+
+
+def video_signature(video: dict) -> dict:
+    """The signature of a library video (a ``Library.list_videos`` row): what grouping uses."""
+    a = video.get("attrs") or {}
+    return signature(video.get("path") or video["id"], video.get("width"), video.get("height"), video.get("fps"),
+                     a.get("codec"), a)
+
+
+def file_signature(path: str | Path) -> dict:
+    """The signature of a video file not indexed yet, from a probe: the frame size, rate and
+    codec its records will have (`pipeline` stores the probe's), so it gets the key
+    `video_signature` gives it once indexed. Raises ``VideoDecodeError`` when it cannot be opened."""
+    from .video import probe_video  # lazy: loads numpy
+
+    p = probe_video(path)
+    return signature(str(path), p.width, p.height, p.fps, p.codec)

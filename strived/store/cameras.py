@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from datetime import datetime, timezone
 
 from ..errors import StrivedError
@@ -66,8 +67,9 @@ def refresh(lib, signatures: dict[str, dict]) -> dict:
         gone = lib.conn.execute("DELETE FROM camera_videos WHERE video_id NOT IN (SELECT id FROM videos)").rowcount
         by_key: dict[str, int] = {}
         for cid, keys in lib.conn.execute("SELECT id, keys FROM cameras ORDER BY id"):
-            for k in json.loads(keys or "[]"):
-                by_key.setdefault(k, int(cid))
+            for k in _loads(keys, list) or []:
+                if isinstance(k, str):
+                    by_key.setdefault(k, int(cid))
         added = created = 0
         for vid, sig in sorted(signatures.items()):
             cid = by_key.get(sig["key"])
@@ -85,21 +87,75 @@ def refresh(lib, signatures: dict[str, dict]) -> dict:
     return {"grouped": added, "new_groups": created, "removed_videos": gone, "removed_groups": emptied}
 
 
+def _loads(text, kind: type):
+    """A stored JSON column read as untrusted: the value when it parses to ``kind``, else None."""
+    try:
+        v = json.loads(text) if text else kind()
+    except (TypeError, ValueError):
+        return None
+    return v if isinstance(v, kind) else None
+
+
 def cameras(lib) -> list[dict]:
-    """Every group: id, name, keys, known, confirmed, videos [(video_id, by, evidence)]."""
+    """Every group: id, name, keys, known, confirmed, videos [(video_id, by, evidence)]. A column
+    that does not parse reads as empty (``known_values`` says so at indexing)."""
     if not has_tables(lib):
         return []
     members: dict[int, list] = {}
     for vid, cid, by, ev in lib.conn.execute("SELECT video_id, camera_id, by, evidence FROM camera_videos "
                                              "WHERE video_id IN (SELECT id FROM videos) ORDER BY video_id"):
-        members.setdefault(int(cid), []).append({"video_id": vid, "by": by, "evidence": json.loads(ev or "{}")})
+        members.setdefault(int(cid), []).append({"video_id": vid, "by": by, "evidence": _loads(ev, dict) or {}})
     out = []
     for cid, name, keys, known, conf, at in lib.conn.execute(
             "SELECT id, name, keys, known, confirmed, updated_at FROM cameras ORDER BY id"):
-        out.append({"id": int(cid), "name": name or f"camera {cid}", "keys": json.loads(keys or "[]"),
-                    "known": json.loads(known or "{}"), "confirmed": bool(conf), "updated_at": at,
+        out.append({"id": int(cid), "name": name or f"camera {cid}", "keys": _loads(keys, list) or [],
+                    "known": _loads(known, dict) or {}, "confirmed": bool(conf), "updated_at": at,
                     "videos": members.get(int(cid), [])})
     return out
+
+
+def known_values(lib) -> tuple[dict[int, dict], list[str]]:
+    """The groups with values the user gave, read as untrusted: ({group id: {"known": checked
+    values, "keys": signature keys, "width": the frame width most of its videos have (None when
+    none says)}}, warnings). A group whose stored values do not parse or are out of range is left
+    out, with a warning naming it."""
+    if not has_tables(lib):
+        return {}, []
+    out, warnings = {}, []
+    for c in _raw_known(lib):
+        if not c["known"]:
+            continue
+        known = _loads(c["known"], dict)
+        try:
+            if known is None:
+                raise CameraError("they are not a JSON object")
+            known = check_known(known)
+        except CameraError as e:
+            warnings.append(f"camera group {c['id']}: its stored camera values are ignored ({e}); "
+                            f"set them again with `strived camera set {c['id']}`")
+            continue
+        if not known:
+            continue
+        widths = Counter()
+        for ev in c["evidence"]:
+            size = (_loads(ev, dict) or {}).get("size")
+            w = str(size).split("x")[0] if size else ""
+            if w.isdigit() and int(w) > 0:
+                widths[int(w)] += 1
+        out[c["id"]] = {"known": known, "keys": [k for k in _loads(c["keys"], list) or [] if isinstance(k, str)],
+                        "width": widths.most_common(1)[0][0] if widths else None}
+    return out, warnings
+
+
+def _raw_known(lib) -> list[dict]:
+    """Each group's stored columns, unparsed, with its videos' evidence (text)."""
+    evidence: dict[int, list] = {}
+    for cid, ev in lib.conn.execute("SELECT camera_id, evidence FROM camera_videos "
+                                    "WHERE video_id IN (SELECT id FROM videos)"):
+        evidence.setdefault(cid, []).append(ev)
+    return [{"id": int(cid), "keys": keys, "known": known if known not in (None, "", "{}") else None,
+             "evidence": evidence.get(cid, [])}
+            for cid, keys, known in lib.conn.execute("SELECT id, keys, known FROM cameras ORDER BY id")]
 
 
 def camera(lib, cid: int) -> dict:
@@ -126,11 +182,22 @@ def check_known(values: dict) -> dict:
     return out
 
 
+def _still_valid(known: dict) -> dict:
+    """The stored values that pass `check_known` (a corrupt one is dropped when the group is set)."""
+    out = {}
+    for k, v in known.items():
+        try:
+            out.update(check_known({k: v}))
+        except CameraError:
+            pass
+    return out
+
+
 def update(lib, cid: int, *, name: str | None = None, confirmed: bool | None = None,
            known: dict | None = None, clear: list[str] | None = None) -> dict:
     """Rename, confirm / unconfirm, set or clear known values of a group (one transaction)."""
     cur = camera(lib, cid)
-    new_known = {**cur["known"], **check_known(known or {})}
+    new_known = {**_still_valid(cur["known"]), **check_known(known or {})}
     for k in clear or []:
         if k not in KNOWN_KEYS:
             raise CameraError(f"unknown camera value {k!r} (known: {', '.join(KNOWN_KEYS)})")
