@@ -22,7 +22,8 @@ from .rule_source import (available_fields, json_key, resolve_profile_rules, res
                           rule_ranking, rule_unjudged, scorer_for, warm_rule_features)
 from .rules import Rule, parse_rule
 from .search_hits import HitBuilder
-from .search_steps import SearchRun, choose_weights, fuse, route_weights, run_rule_source, run_text_sources
+from .search_steps import (SearchRun, choose_weights, fuse, route_weights, run_rule_source, run_text_sources,
+                           start_text_preload)
 
 # the facade: what the CLI, the app, the evaluation and the benchmarks import from here
 __all__ = ["SOURCES", "SearchHit", "SearchResponse", "SourceUnavailable", "StrivedError", "available_fields",
@@ -59,6 +60,7 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
         raise StrivedError(f"unknown source(s) {unknown}; valid: {', '.join(SOURCES)}")
     run = SearchRun(library=library, query=query, parsed=parsed, sources=sources, llm=llm,
                     progress=progress, cancel=cancel)
+    start_text_preload(run)      # the dense source's first loads overlap the rule source
     if "rule" in sources:
         run_rule_source(run, rule=rule, event=event, rule_library=rule_library, rule_hits=rule_hits,
                         match_hint=match_hint)

@@ -8,11 +8,18 @@ import weakref
 from collections import Counter
 from typing import Any, Sequence
 
+from .availability import DERIVED_FROM, AvailGroups, field_available, unjudgeable
 from .errors import StrivedError
 from .jobs import CancelFn, ProgressFn, check_cancel, report
 from .query import ParsedQuery
 from .retrieval.ranked import Ranked, per_content_version
+from .rulelib.hand_rules import hand_rule
+from .rulelib.learned import learned_notice, search_rules
+from .rulelib.library import PROFILES, load_default_library
+from .rulelib.resolve import resolve_rule
 from .rules import Rule, RuleScorer, parse_rule
+from .rules.model import ALL_FIELDS
+from .rules.rowcheck import damaged_notice
 
 _scorers: "weakref.WeakKeyDictionary[Any, tuple[int, RuleScorer]]" = weakref.WeakKeyDictionary()
 
@@ -27,14 +34,11 @@ def resolve_query_rule(query: "str | ParsedQuery", *, library=None, llm=None, ev
     """Rule for a query: the calibrated library's matcher/adapter when present, else the
     hand-written rule of ``event``. Returns (rule, match info)."""
     if event:
-        from .rulelib.hand_rules import hand_rule
-
         d = hand_rule(event)
         if d is None:
             raise StrivedError(f"no hand-written rule for event {event!r}")
         return parse_rule(d), {"event": event, "confidence": 1.0, "mode": "hand", "source": "hand",
                                "notices": []}
-    from .rulelib.resolve import resolve_rule
 
     rr = resolve_rule(query, library=rule_library, llm=llm, available_fields=available_fields)
     return rr.rule, {"event": rr.event, "confidence": rr.confidence, "p_event": rr.p_event,
@@ -45,9 +49,6 @@ def resolve_query_rule(query: "str | ParsedQuery", *, library=None, llm=None, ev
 def available_fields(library, profile: str | None = None, videos=None) -> set[str] | None:
     """Rule fields (derived ones included) that at least one video of ``library`` (of ``profile``,
     or among ``videos``) has values for; None when nothing is known to be missing."""
-    from .availability import DERIVED_FROM, field_available
-    from .rules.model import ALL_FIELDS
-
     if not hasattr(library, "availability"):
         return None
     avails = library.availability()
@@ -90,9 +91,6 @@ def resolve_profile_rules(query: "str | ParsedQuery", *, library, llm=None) -> t
     """The query's rule for each calibration profile present in ``library`` (videos perceived by
     our pipeline use the ``video`` profile, imported track records the ``tracks`` profile).
     Returns ({profile: rule}, match info of the main profile, with every profile's match)."""
-    from .rulelib.learned import learned_notice, search_rules
-    from .rulelib.library import PROFILES
-
     n_of = _profile_counts(library)                            # videos per profile
     present = set(n_of) or {"tracks"}
     rules, matches = {}, {}
@@ -120,8 +118,6 @@ def resolve_profile_rules(query: "str | ParsedQuery", *, library, llm=None) -> t
 def rule_unjudged(library, rule: "Rule | dict[str, Rule]") -> dict[str, list[str]]:
     """{video_id: [fields]} of the videos the rule cannot evaluate (a needed field was not estimated
     for them: see strived.availability). ``rule`` may be {profile: rule}."""
-    from .availability import AvailGroups, unjudgeable
-
     avails = library.availability()
     # the videos grouped by their (interned) availability record, once per library state: a
     # search then tests each distinct record, not each video
@@ -204,8 +200,6 @@ def rule_ranking(library, rule: "Rule | dict[str, Rule]", binarize: bool = False
 def add_damaged(library, unjudged: dict[str, list[str]], notices: list[str]) -> dict[str, list[str]]:
     """``unjudged`` plus the videos whose stored records are damaged (the scorer left them out:
     `rules.rowcheck`), each with the reason; their notice goes to ``notices``."""
-    from .rules.rowcheck import damaged_notice
-
     broken = scorer_for(library).columns.broken
     if not broken:
         return unjudged
@@ -262,11 +256,15 @@ def ranked_from_hits(hits: Sequence[tuple[str, float, int]]) -> Ranked:
 
 def warm_rule_features(library, progress: ProgressFn = None, cancel: CancelFn = None) -> int:
     """Score every rule of the shipped library once, which computes and caches (on disk, per video)
-    the window features they read. Returns the number of rules scored."""
-    from .rulelib.library import load_default_library
-
+    the window features they read, so the first searches of a new process read them instead of
+    computing them over every track (`strived index` / `import` call this). Returns the number of
+    rules scored."""
     if len(library) == 0:
         return 0
+    # the per-video answers every search reads (their small files of the cache folder), written
+    # now rather than by the first search (reading every video's attrs: ~0.1 ms a video)
+    library.availability()
+    library.video_profiles()
     todo = {}
     for p in sorted(set(library.video_profiles().values())):
         lib = load_default_library(profile=p)

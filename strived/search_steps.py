@@ -10,9 +10,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from .availability import unjudged_notice
 from .errors import Cancelled, SourceUnavailable, StrivedError
 from .jobs import CancelFn, ProgressFn, check_cancel, report
 from .query import ParsedQuery
+from .retrieval import router as R
+from .retrieval import sources as S
 from .retrieval.fusion import shared_ranks_array
 from .retrieval.ranked import Ranked, id_space
 from .rule_source import (add_damaged, json_key, ranked_from_hits, resolve_profile_rules, resolve_query_rule,
@@ -93,8 +96,6 @@ def rank_by_rule(run: SearchRun, rule_hits: list[tuple[str, float, int]] | None)
     library = run.library
     t1 = time.perf_counter()
     if rule_hits is None and hasattr(library, "availability"):
-        from .availability import unjudged_notice
-
         run.unjudged = rule_unjudged(library, run.rule_of if run.rule_of else run.rule_obj)
         note = unjudged_notice(run.unjudged, library.availability(), len(library))
         if note:
@@ -119,6 +120,15 @@ def _wait_preload(key: tuple, fn, cancel: CancelFn, poll_s: float = 0.02) -> Non
     returns at once (Cancelled) and lets the load finish by itself: it fills the process caches
     the next search reuses (a search meanwhile waits on the same thread instead of loading
     twice). Errors are left to the call that follows, which reports them."""
+    t = _start_preload(key, fn)
+    while t.is_alive():
+        t.join(poll_s)
+        check_cancel(cancel)
+
+
+def _start_preload(key: tuple, fn) -> threading.Thread:
+    """The helper thread running ``fn()`` under ``key`` (`_wait_preload`), started unless one is
+    still running."""
     def run():
         try:
             fn()
@@ -130,47 +140,59 @@ def _wait_preload(key: tuple, fn, cancel: CancelFn, poll_s: float = 0.02) -> Non
             t = threading.Thread(target=run, name="strived-preload", daemon=True)
             _preloads[key] = t
             t.start()
-    while t.is_alive():
-        t.join(poll_s)
-        check_cancel(cancel)
+    return t
+
+
+def _dense_preload(library, query: str):
+    """(key, fn) of the load a dense search of ``query`` needs first: the index opened and the
+    query embedded (the text model loaded; the vector is kept by `sources._query_vector`, the
+    one `dense_ranking` then reads); None when the embedder cannot be had (`dense_ranking` says
+    why). Reads the library on the calling thread; ``fn`` uses no database connection."""
+    try:
+        emb = S.library_embedder(library)
+    except Exception:  # noqa: BLE001  (dense_ranking says what is wrong)
+        return None
+
+    def preload():
+        if len(S.open_dense_index(library, emb)) == 0:
+            # what dense_ranking checks for an empty index (without loading the model
+            # where the embedder can say whether it is installed)
+            (getattr(emb, "check_installed", None) or emb.load)()
+        else:
+            S._query_vector(emb, query)
+    return (str(library.folder), emb.name), preload
+
+
+def start_text_preload(run: SearchRun) -> None:
+    """Start the dense source's first loads (`_dense_preload`: a process's first dense search
+    opens the index and loads the text model, ~0.1-0.3 s with the numpy encoder; torch: 2-8 s) in
+    a helper thread as the search starts, so they overlap the rule source; the dense step then
+    waits for that thread. The same objects and the same vector as loading them in the dense
+    step: the results do not change, only when the loading happens."""
+    if "dense" not in run.sources or not (run.query or "").strip():
+        return
+    pre = _dense_preload(run.library, run.query)
+    if pre is not None:
+        _start_preload(*pre)
 
 
 def _dense(library, query: str, top_k: int | None, cancel: CancelFn = None):
-    from .retrieval.sources import dense_ranking, library_embedder, open_dense_index
-
-    if cancel is not None:
-        # a process's first dense search opens the index (~0.5 s at 10k videos) and loads the
-        # text model (0.15 s numpy; torch: 2-8 s): done in a helper thread, so a cancel is seen
-        try:
-            emb = library_embedder(library)          # reads the library: on this thread
-        except Exception:  # noqa: BLE001  (dense_ranking says what is wrong)
-            emb = None
-        if emb is not None:
-            def preload():
-                if len(open_dense_index(library, emb)) == 0:
-                    # what dense_ranking checks for an empty index (without loading the model
-                    # where the embedder can say whether it is installed)
-                    (getattr(emb, "check_installed", None) or emb.load)()
-                else:
-                    emb.embed_texts([query])
-
-            _wait_preload((str(library.folder), emb.name), preload, cancel)
+    # done in a helper thread (started by `start_text_preload`, or here), so a cancel is seen
+    pre = _dense_preload(library, query)
+    if pre is not None:
+        _wait_preload(*pre, cancel)
     check_cancel(cancel)
-    return dense_ranking(library, query, top_k=top_k, as_ranked=True)
+    return S.dense_ranking(library, query, top_k=top_k, as_ranked=True)
 
 
 def _bm25(library, query: str, top_k: int | None, cancel: CancelFn = None):
-    from .retrieval.sources import bm25_ranking
-
     # checked before and after (the caller): its first load (0.3 s at 10k videos) reads the
     # library's connection, so it is not moved to a helper thread like the dense one
-    return bm25_ranking(library, query, top_k=top_k, as_ranked=True)
+    return S.bm25_ranking(library, query, top_k=top_k, as_ranked=True)
 
 
 def route_weights(query: "str | ParsedQuery", llm=None, library=None, mode: str = "auto") -> tuple[dict[str, float], str, str | None]:
     """(weights, router source, notice). Equal weights when no router module is present."""
-    from .retrieval.router import route
-
     kind = "text"
     if library is not None:
         try:
@@ -178,7 +200,7 @@ def route_weights(query: "str | ParsedQuery", llm=None, library=None, mode: str 
             kind = "visual" if choice.get("model_dir") else "text"
         except Exception:  # noqa: BLE001  (a library without meta: the default embedder)
             kind = "text"
-    r = route(query, llm=llm, dense_kind=kind, mode=mode)
+    r = R.route(query, llm=llm, dense_kind=kind, mode=mode)
     return dict(r.weights), r.source, r.notice
 
 
@@ -218,9 +240,7 @@ def choose_weights(run: SearchRun, used: list[str], weights: dict[str, float] | 
     """The weight of each source that ran: ``weights`` when given, else the fusion router's (1.0
     for a single source); a notice when the text index lags the library."""
     if "dense" in used or "bm25" in used:
-        from .retrieval.sources import text_index_notice
-
-        note = text_index_notice(run.library, [s for s in used if s in ("dense", "bm25")])
+        note = S.text_index_notice(run.library, [s for s in used if s in ("dense", "bm25")])
         if note:
             run.notices.append(note)
     t0 = time.perf_counter()

@@ -4,8 +4,9 @@ Build (in this process, or each stage in a process of its own): N synthetic vide
 (`synth.make_video`: 20 s, 10 fps, 15 tracks) imported into a library, their BM25 summaries and
 segment descriptions generated, the dense index built with REAL all-MiniLM-L6-v2 vectors of those
 descriptions (identical texts are embedded once and kept in ``CACHE/embeddings.sqlite``, so a
-larger N reuses the smaller one's work), and the column cache written (what the first search of a
-freshly indexed library does). Resumable: see `build`.
+larger N reuses the smaller one's work), the column cache written, the rule features of the
+shipped rules computed and the BM25 index saved (what `strived index` / `import` leave on disk).
+Resumable: see `build`.
 """
 
 from __future__ import annotations
@@ -73,8 +74,12 @@ class CachedTextEmbedder:
         return list(by_key.values())
 
 
-#: build stages, in order; each is resumable and recorded in ``BUILDING.json`` when done
-STAGES = ("import", "texts", "embed", "dense", "columns", "bm25")
+#: build stages, in order; each is resumable and recorded in ``BUILDING.json`` when done.
+#: ``features``: the rule features of the shipped library rules and the other answers a first
+#: search reads, as `strived index` / `import` compute them (`engine.build_text_index`:
+#: `sources.prime_search_answers`, `rule_source.warm_rule_features`); a build made before that
+#: stage existed gets it on its next use
+STAGES = ("import", "texts", "embed", "dense", "columns", "features", "bm25")
 IMPORT_BATCH = 500
 #: distinct texts per embedding call of the build: sorted by length first, so a chunk's batches
 #: pad little (each chunk is committed to the embedding cache as it finishes)
@@ -116,21 +121,21 @@ def build(cache_root: Path, n: int, echo: Echo = print, *, threads: int | None =
     info."""
     cache_root.mkdir(parents=True, exist_ok=True)
     folder = cache_root / f"lib-{n}"
-    done = folder / "BUILT.json"
-    if done.is_file():
-        try:
-            info = json.loads(done.read_text())
-            if info.get("videos") == n and info.get("version") == BUILD_VERSION:
-                echo(f"reusing {folder} (built in {info['build_s']:.0f} s)")
-                return folder, info
-        except (ValueError, KeyError):
-            pass
+    info = _built(folder, n)
+    if info is not None and all(f"{s}_s" in info for s in STAGES):
+        echo(f"reusing {folder} (built in {info['build_s']:.0f} s)")
+        return folder, info
     st = _load_state(folder, n) if folder.is_dir() else None
+    if info is not None:        # complete but for stages added since: those are run now
+        st = st or {"videos": n, "version": BUILD_VERSION, "imported": n, "runs": info.get("build_runs", 1),
+                    "stages": {s: info[f"{s}_s"] for s in STAGES if f"{s}_s" in info}}
+        echo(f"reusing {folder}; running the stages added since it was built: "
+             f"{', '.join(s for s in STAGES if s not in st['stages'])}")
     if st is None:
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
         st = {"videos": n, "version": BUILD_VERSION, "stages": {}, "imported": 0, "runs": 0}
-    else:
+    elif info is None:
         echo(f"resuming the build in {folder} (stages done: {', '.join(st['stages']) or 'none'}; "
              f"{st.get('imported', 0):,} videos imported)")
     st["runs"] = int(st.get("runs", 0)) + 1
@@ -158,6 +163,23 @@ def build(cache_root: Path, n: int, echo: Echo = print, *, threads: int | None =
     return folder, info
 
 
+def _built(folder: Path, n: int) -> dict | None:
+    """The info of a complete build of this version of ``n`` videos in ``folder``, else None."""
+    try:
+        info = json.loads((folder / "BUILT.json").read_text())
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(info, dict) and info.get("videos") == n and info.get("version") == BUILD_VERSION
+    return info if ok and isinstance(info.get("build_s"), (int, float)) else None
+
+
+def features_bytes(folder: Path) -> int:
+    """Bytes of the rule feature files of a library's cache folder (``feat-*``, ``ident-*``)."""
+    cache = folder / "cache"
+    return sum(p.stat().st_size for pat in ("feat-*.npy", "ident-*.npy") for p in cache.glob(pat)
+               if p.is_file())
+
+
 def _finish(folder: Path, st: dict) -> dict:
     n_seg = count_segments_at(folder)
     stages = st["stages"]
@@ -172,6 +194,8 @@ def _finish(folder: Path, st: dict) -> dict:
             "embed_texts_per_s": st.get("embed_texts_per_s"),
             "texts_embedded_bf16": int(st.get("texts_embedded_bf16", 0)), "build_runs": st.get("runs", 1),
             "dense_vectors": "real"}
+    if "features" in stages:        # (a build made before that stage existed has none: `build`)
+        info.update(features_s=round(stages["features"], 1), features_bytes=features_bytes(folder))
     (folder / "BUILT.json").write_text(json.dumps(info, indent=1))
     return info
 
@@ -218,6 +242,14 @@ def run_stage(stage: str, cache_root: Path, n: int, echo: Echo = print, *, threa
 
             RuleScorer(lib).columns        # the column cache a first search writes
             echo(f"  column cache: {time.perf_counter() - t0:.1f} s")
+        elif stage == "features":
+            from ..retrieval.sources import prime_search_answers
+            from ..rule_source import warm_rule_features
+
+            prime_search_answers(lib)      # (done by the dense stage since; a build made before)
+            k = warm_rule_features(lib)
+            echo(f"  rule features of the {k} shipped library rules (as `strived index` computes them): "
+                 f"{time.perf_counter() - t0:.1f} s, {features_bytes(folder) / max(n, 1):,.0f} bytes/video")
         elif stage == "bm25":
             from ..retrieval.sources import save_bm25_index
 

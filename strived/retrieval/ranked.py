@@ -69,8 +69,14 @@ class IdSpace:
         hit = self._maps.get(id(seq))
         if hit is not None and hit[0] is seq and hit[1] == len(seq):
             return hit[2]
-        get = self.code_of.get
-        m = np.fromiter((get(v, -1) for v in seq), dtype=np.int64, count=len(seq))
+        if isinstance(seq, list) and seq == self.ids:
+            # the same ids in the same order (the indexes list a library's videos sorted, as it
+            # holds them): codes are positions, found by one list comparison at C speed, not a
+            # lookup per video (~0.2 s of a first search at 100,000 videos)
+            m = np.arange(len(seq), dtype=np.int64)
+        else:
+            get = self.code_of.get
+            m = np.fromiter((get(v, -1) for v in seq), dtype=np.int64, count=len(seq))
         self._maps[id(seq)] = (seq, len(seq), m)   # holds ``seq``: its id cannot be reused
         while len(self._maps) > _MAPS_KEPT:
             self._maps.pop(next(iter(self._maps)))

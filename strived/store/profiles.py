@@ -123,6 +123,16 @@ class ProfilesMixin:
         n = self.conn.execute("SELECT COUNT(*) FROM videos").fetchone()[0]
         return f"{self.meta_get('created_at')}|{self.content_version}|{n}", n
 
+    def side_cache_read(self, name: str, key: str) -> dict | None:
+        """The payload of the cache folder's small file ``name`` when it was written for ``key``
+        (a string naming the library state it answers for), else None."""
+        return self._read_side_cache(name, key)
+
+    def side_cache_write(self, name: str, key: str, payload: dict) -> None:
+        """Keep ``payload`` (JSON) in the cache folder's small file ``name`` for ``key``; a file
+        that cannot be written is skipped (only slower)."""
+        self._write_side_cache(name, dict(payload, key=key))
+
     def _read_side_cache(self, name: str, key: str) -> dict | None:
         try:
             d = json.loads((self.cache_dir / name).read_text())

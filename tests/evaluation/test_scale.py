@@ -25,13 +25,16 @@ def test_bench_scale_cli_writes_exact_keys_and_reuses_the_build(tmp_path):
     assert 0.0 <= res["dense_recall_at_10"] <= 1.0
     # 12 videos are below the exact-search threshold, so HNSW is not used and recall is exact
     assert res["dense_recall_at_10"] == 1.0
-    for k in ("build_s", "disk_mb", "open_ms", "rss_mb", "search_p50_ms", "search_p95_ms", "rule_warm_ms",
+    for k in ("build_s", "disk_mb", "open_ms", "first_search_ms", "rss_mb", "search_p50_ms", "search_p95_ms",
+              "rule_warm_ms",
               "first_new_window_ms", "dense_ms", "bm25_ms"):
         assert res[k] > 0, k
     assert res["search_p95_ms"] >= res["search_p50_ms"]
     assert "search_p50_ms" in r.stdout and "12" in r.stdout      # the printed table
     built = json.loads((cache / "lib-12" / "BUILT.json").read_text())
     assert built["videos"] == 12 and built["segments"] == 12 * 5
+    assert built["features_bytes"] > 0 and "features_s" in built      # computed at build time
+    assert "first_search_ms" in r.stdout
     # second run: the library is reused (same build time), measured again in a new process
     r2 = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert r2.returncode == 0, r2.stderr[-2000:]
@@ -44,6 +47,35 @@ def test_bench_scale_cli_writes_exact_keys_and_reuses_the_build(tmp_path):
         assert parts.returncode == 0, parts.stderr[-2000:]
         got = json.loads(parts.stdout.strip().splitlines()[-1])
         assert got["query encoder"] > 10 and "a window never seen before" in got and len(got) == 10
+
+
+def test_the_features_stage_leaves_the_first_searches_nothing_to_compute(tmp_path, monkeypatch):
+    """The build computes the rule features of the shipped rules as `strived index` does (a build
+    made before that stage existed gets it on its next use): the bench's 10 queries then read
+    them and the per-video answers from disk, and write nothing (no feature computed over the
+    tracks by a first search)."""
+    from strived import engine
+    from strived.store import Library
+
+    monkeypatch.setattr(scale_build, "STAGES", ("import", "columns"))
+    folder, info = scale_build.build(tmp_path, 8, echo=lambda s: None)
+    assert "features_s" not in info and not list((folder / "cache").glob("feat-*"))
+    monkeypatch.setattr(scale_build, "STAGES", ("import", "columns", "features"))
+    msgs: list[str] = []
+    folder, info = scale_build.build(tmp_path, 8, echo=msgs.append)
+    assert any("running the stages added since it was built: features" in m for m in msgs)
+    assert info["features_bytes"] > 0 and info["build_runs"] == 2 and "features_s" in info
+    cache = folder / "cache"
+    before = {p.name: p.stat().st_mtime_ns for p in cache.iterdir()}
+    assert {"video_availability.json", "video_profiles.json"} <= set(before)
+    lib = Library.open(folder)
+    for q in scale.QUERIES:
+        assert engine.search(lib, q, sources=("rule",)).sources_used == ["rule"]
+    lib.close()
+    assert {p.name: p.stat().st_mtime_ns for p in cache.iterdir()} == before
+    msgs.clear()
+    scale_build.build(tmp_path, 8, echo=msgs.append)
+    assert msgs == [f"reusing {folder} (built in {info['build_s']:.0f} s)"]
 
 
 def test_cached_embedder_returns_the_inner_vectors_and_embeds_each_text_once(tmp_path):
@@ -168,3 +200,19 @@ def test_bf16_build_counts_its_texts_and_keeps_the_float32_vectors_direction(tmp
     db.close()
     cos = (got * want).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(want, axis=1)
     assert cos.min() >= 0.9999
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="VmHWM is Linux's")
+def test_peak_memory_is_the_measuring_programs_own_not_its_parents():
+    """The bench builds a library in its own process (torch loaded: ~800 MB) and then measures in
+    a child: ``ru_maxrss`` carries the parent's peak over the fork and exec (the 1k figure read
+    835 MB where the measuring program never held 240 MB); the figure is the child's own peak."""
+    import numpy as np
+
+    big = np.ones(300_000_000, np.uint8)               # 300 MB resident in this (parent) process
+    code = ("import resource; from strived.evaluation.scale import _rss_mb; "
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, _rss_mb())")
+    inherited, own = map(float, subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                               check=True).stdout.split())
+    assert big.sum() == 300_000_000
+    assert inherited > 300 and own < 150

@@ -68,6 +68,37 @@ def test_index_time_save_then_new_process_loads_it(lib, monkeypatch):
     assert sources.text_index_notice(lib, ["bm25"]) is None
 
 
+def test_loaded_index_scores_bit_for_bit_without_importing_bm25s(lib, tmp_path):
+    """A new process's first BM25 search loads the saved file and scores with bm25s' arithmetic
+    over its arrays: the same float32 scores as the index bm25s built, bm25s (and scipy) never
+    imported by that process (their import was ~0.4 s of its first search)."""
+    import json
+    import subprocess
+    import sys
+
+    sources.ensure_text_index(lib, dense=False)
+    from strived.retrieval.summaries import load_summaries
+
+    built = BM25Index(*load_summaries(lib))
+    qs = list(QUERIES) + ["car car car", "a truck a bus a car ahead", "left right left", "the"]
+    script = (
+        "import json, sys\n"
+        "from strived.retrieval.sparse import BM25Index\n"
+        "idx = BM25Index.load(sys.argv[1], json.loads(sys.argv[2]))\n"
+        "out = {q: idx.scores(q).tolist() for q in json.loads(sys.argv[3])}\n"
+        "print(json.dumps({'scores': out, 'imported': sorted(m for m in ('bm25s', 'scipy') if m in sys.modules)}))\n")
+    p = subprocess.run([sys.executable, "-c", script, str(lib.cache_dir / "bm25-bm25s.npz"),
+                        json.dumps(sources._bm25_disk_key(lib)), json.dumps(qs)],
+                       capture_output=True, text=True, check=True)
+    got = json.loads(p.stdout)
+    assert got["imported"] == []
+    for q in qs:
+        want = built.scores(q)
+        assert np.array_equal(np.asarray(got["scores"][q], np.float32), want), q
+        assert want.dtype == np.float32
+    assert any(np.count_nonzero(got["scores"][q]) for q in qs)
+
+
 @pytest.mark.parametrize("damage", ["truncate", "flip", "garbage", "inconsistent"])
 def test_damaged_file_is_rebuilt_with_a_notice(lib, damage):
     sources.ensure_text_index(lib, dense=False)

@@ -78,3 +78,46 @@ def test_mismatched_embedder_refused(tmp_path):
             DenseIndex.open(tmp_path, other)
     fresh = DenseIndex.open(tmp_path, FakeEmbedder("text-b", 8), rebuild=True)
     assert len(fresh) == 0
+
+
+def test_index_time_checks_leave_a_new_process_nothing_to_walk(tmp_path, monkeypatch):
+    """The checks a new process makes when it opens a saved generation (every vector's norm, the
+    HNSW graph's soundness: at 100,000 videos reading 768 MB of vectors and walking an 842 MB
+    graph) are worked out at index time (`prime_checks`): the open reads their answers."""
+    from strived.retrieval import dense, dense_check
+
+    emb = FakeEmbedder(dim=8)
+    idx = DenseIndex.open(tmp_path, emb, exact_max_rows=50)
+    _fill(idx, 30, 2, 8)
+    idx.finish_updates()
+    dense_check.prime_checks(idx)
+
+    def walked(*a, **k):
+        raise AssertionError("a new process computed an index-time check")
+    monkeypatch.setattr(dense, "bad_vector_rows", walked)
+    monkeypatch.setattr(dense_check, "hnsw_graph_problem", walked)
+    again = DenseIndex.open(tmp_path, emb, exact_max_rows=50)
+    assert again.uses_hnsw and len(again) == 60 and again.graph_problem is None
+    q = _unit(np.ones((1, 8)))[0]
+    assert again.search_videos(q, top_k=5) == idx.search_videos(q, top_k=5)
+
+
+def test_ensure_text_index_primes_the_open_checks(tmp_path, monkeypatch):
+    from strived.evaluation.synth import make_video
+    from strived.retrieval import dense, sources
+    from strived.store import Library
+    from tests.faults.conftest import HashEmbedder
+
+    emb = HashEmbedder()
+    sources.clear_caches()
+    monkeypatch.setattr(sources, "get_default_embedder", lambda: emb)
+    rng = np.random.default_rng(2)
+    lib = Library.open(tmp_path / "lib", create=True)
+    lib.add_videos([make_video(k, rng, duration_s=8.0, n_tracks=4) for k in range(6)])
+    sources.ensure_text_index(lib)
+    sources.clear_caches()                                   # a new process
+    monkeypatch.setattr(dense, "bad_vector_rows", lambda *a, **k: (_ for _ in ()).throw(
+        AssertionError("the first open walked every vector")))
+    assert [v for v, _, _ in sources.dense_ranking(lib, "a car ahead")]
+    lib.close()
+    sources.clear_caches()
