@@ -17,7 +17,8 @@ read with tesseract OCR and used as a metric speed source like telemetry (source
    `ACCEL_WINDOW_S` (`telemetry.Telemetry.resample`).
 
 OCR is optional at run time: without the ``tesseract`` program or the ``pytesseract`` package the
-result is ``unavailable`` with that reason, never an error. Both load on first use.
+result is ``unavailable`` with that reason, never an error. Both load on first use. Tesseract runs
+with one OpenMP thread (`ocr.py`: same text, a third of the CPU time).
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ import shutil
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from . import ocr
+from .telemetry import Telemetry
+from .video import iter_frames
 
 READ_EVERY_S = 1.0
 DETECT_FRAMES = 3            # first sampled frames searched for an overlay (one a second)
@@ -137,15 +142,12 @@ def _gray_up(img: np.ndarray, scale: float = 2.0) -> np.ndarray:
 
 def find_overlay(image: np.ndarray) -> tuple[Overlay, float, str] | None:
     """The speed overlay on one frame: (overlay, value, text) or None."""
-    import pytesseract
-
     h, w = image.shape[:2]
     for name, a, b in STRIPS:
         y0, y1 = int(a * h), int(b * h)
         if y1 - y0 < 8:
             continue
-        d = pytesseract.image_to_data(_gray_up(image[y0:y1]), config=_FIND_CONFIG,
-                                      output_type=pytesseract.Output.DICT)
+        d = ocr.image_to_data(_gray_up(image[y0:y1]), _FIND_CONFIG)
         words = [i for i, s in enumerate(d["text"]) if s.strip()]
         pairs = [[i] for i in words] + [
             [i, j] for i, j in zip(words, words[1:])   # "74" "km/h": a number, then a unit alone
@@ -166,15 +168,13 @@ def find_overlay(image: np.ndarray) -> tuple[Overlay, float, str] | None:
 
 def read_overlay(image: np.ndarray, overlay: Overlay) -> tuple[float | None, str]:
     """(value in the overlay's unit or None, raw text) of the overlay's box on one frame."""
-    import pytesseract
-
     h, w = image.shape[:2]
     x0, y0, x1, y1 = overlay.box
     pad = max(2, int(0.3 * (y1 - y0)))
     crop = image[max(0, y0 - pad):min(h, y1 + pad), max(0, x0 - pad):min(w, x1 + pad)]
     if crop.size == 0:
         return None, ""
-    text = pytesseract.image_to_string(_gray_up(crop, 3.0), config=_READ_CONFIG).strip()
+    text = ocr.image_to_string(_gray_up(crop, 3.0), _READ_CONFIG).strip()
     m = _READ_RE.search(text)
     if m is None or _unit(m.group(2)) != overlay.unit:
         return None, text
@@ -275,8 +275,6 @@ class BurnInReader:
 
 def read_burnin(path, every_s: float = READ_EVERY_S) -> BurnIn:
     """Read a video's burnt-in speed (a pass of its own over the file; perception feeds its frames)."""
-    from .video import iter_frames
-
     reader = BurnInReader(every_s)
     if reader.result.status == "unavailable":
         return reader.result
@@ -289,8 +287,6 @@ def read_burnin(path, every_s: float = READ_EVERY_S) -> BurnIn:
 
 def speed_series(burn: BurnIn, t: np.ndarray) -> dict:
     """Speed (m/s) and accel (m/s^2) of the accepted reads on the times ``t`` (NaN in gaps)."""
-    from .telemetry import Telemetry
-
     tr, sp = burn.speed_mps()
     n = len(t)
     if len(tr) == 0:

@@ -19,6 +19,9 @@ Backends:
 
 from __future__ import annotations
 
+from ..offline import onnxruntime as _ort_offline
+from . import onnx_torch
+
 # the public names of the backends, importable from here (`strived.perception.detect` is the
 # detectors' entry point; the backends live in detect_base / detect_nanodet / detect_yolo / detect_hf)
 from .detect_base import (CLASS_INDEX, CLASSES, COCO80, TWO_WHEELERS, VEHICLE_CLASSES, Detector,  # noqa: F401
@@ -39,16 +42,13 @@ def resolve_device(device: str, backend: str) -> str:
         return "cuda" if _cv2_has_cuda() else "cpu"
     if backend in ("onnx", "nanodet-g"):
         try:
-            from ..offline import onnxruntime as _ort_offline
             ort = _ort_offline()
             if "CUDAExecutionProvider" in ort.get_available_providers():
                 return "cuda"
         except ImportError:
             pass
         if backend == "nanodet-g":
-            from .onnx_torch import torch_cuda_available
-
-            return "cuda" if torch_cuda_available() else "cpu"
+            return "cuda" if onnx_torch.torch_cuda_available() else "cpu"
         return "cpu"
     try:
         import torch
