@@ -258,6 +258,7 @@ class LibraryControl:
         busy = self._maint_worker is not None and not self._maint_worker.is_done
         self.act_find_missing.setEnabled(has_lib and not busy)
         self.act_relink.setEnabled(has_lib and not busy)
+        self.act_cameras.setEnabled(has_lib)
         self.act_remove_videos.setEnabled(has_hits and not busy)
         for a in (self.act_export, self.act_export_marked, self.act_save, self.act_compare,
                   self.act_mark_yes,

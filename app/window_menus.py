@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 from strived import api
 
 from .about import about_html
+from .cameras_dialog import CamerasDialog
 from .welcome import WelcomeDialog, show_welcome_at_start
 
 
@@ -118,6 +119,9 @@ class MenuControl:
                                  ["Ctrl+Up", "Ctrl+Shift+J"])
         self.act_edit_rule = A("Edit the rule", lambda: self.tabs.setCurrentWidget(
             self.rule_editor), "Ctrl+R")
+        self.act_cameras = A("Cameras…", self.show_cameras, None,
+                             "The cameras the library's videos came from: evidence, estimated "
+                             "values; name, confirm, split or merge them, give values you know")
         self.act_find_missing = A("Find missing videos…", self.find_missing_videos, None,
                                   "List the videos whose file is no longer where it was "
                                   "indexed, and look for them in a folder")
@@ -143,7 +147,8 @@ class MenuControl:
                   self.act_quit):
             m_file.addSeparator() if a is None else m_file.addAction(a)
         m_lib = mb.addMenu("&Library")
-        for a in (self.act_find_missing, self.act_relink, None, self.act_remove_videos):
+        for a in (self.act_cameras, None, self.act_find_missing, self.act_relink, None,
+                  self.act_remove_videos):
             m_lib.addSeparator() if a is None else m_lib.addAction(a)
         m_edit = mb.addMenu("&Edit")
         for a in (self.act_undo, self.act_redo, None, self.act_find, None, self.act_mark_yes,
@@ -214,6 +219,18 @@ class MenuControl:
         self.shortcuts_dialog = ShortcutsDialog(self.shortcut_rows(), self)
         self.shortcuts_dialog.show()
         return self.shortcuts_dialog
+
+    def show_cameras(self) -> CamerasDialog | None:
+        """Library → Cameras…: the library's camera groups (non-modal; one at a time)."""
+        if self.library is None or self.conns is None:
+            return None
+        old = getattr(self, "cameras_dialog", None)
+        if old is not None:
+            old.close()
+        why_ro = (self.library.readonly_reason or "opened read-only") if self.library.readonly else ""
+        self.cameras_dialog = CamerasDialog(self.conns, self.jobs, self.presenter, why_ro, self)
+        self.cameras_dialog.show()
+        return self.cameras_dialog
 
     def show_about(self) -> None:
         QMessageBox.about(self, "About STRIVE-D", about_html(api.__version__))

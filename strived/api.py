@@ -47,6 +47,9 @@ if TYPE_CHECKING:           # the names below, for type checkers and readers
     from .sample import (CAMERA_JSON, SAMPLE_QUERIES, build_sample_library, render_clip,
                          sample_scenarios)
     from .similar import more_like_this
+    from .store.cameras import KNOWN_KEYS as CAMERA_VALUE_RANGES
+    from .store.cameras import CameraError
+    from .store.cameras import check_known as check_camera_values
     from .store.exports import spans_overlap
     from .store.library import DB_NAME, Library
 
@@ -58,6 +61,12 @@ ERRORS = {"StrivedError": "errors", "Cancelled": "errors", "RuleError": "errors"
 #: Library: a STRIVE-D library folder (SQLite + vector index) and the spans exported from it.
 LIBRARY = {"Library": "store.library", "DB_NAME": "store.library",
            "spans_overlap": "store.exports"}
+
+#: Cameras: the groups of a library's videos by the camera that recorded them (Library →
+#: Cameras…): the values a user may give with their ranges, checked, and the error of a change
+#: refused (the functions below list, show and change the groups).
+CAMERAS = {"CameraError": "store.cameras", "CAMERA_VALUE_RANGES": "store.cameras:KNOWN_KEYS",
+           "check_camera_values": "store.cameras:check_known"}
 
 #: Indexing: a video folder surveyed before asking, indexed (perception, records) with the
 #: detector chosen, then the text index (BM25, dense, rule features), in a process of its own
@@ -106,7 +115,7 @@ LLM = {"load_llm_config": "llm.config", "KEYRING_SERVICE": "llm.config",
 SAMPLE = {"build_sample_library": "sample", "SAMPLE_QUERIES": "sample", "CAMERA_JSON": "sample",
           "render_clip": "sample", "sample_scenarios": "sample"}
 
-_REEXPORTS: dict[str, str] = {k: v for group in (ERRORS, LIBRARY, INDEXING, SEARCH, RULES,
+_REEXPORTS: dict[str, str] = {k: v for group in (ERRORS, LIBRARY, CAMERAS, INDEXING, SEARCH, RULES,
                                                  LEARNING, EXPORT, FOOTAGE, LLM, SAMPLE)
                               for k, v in group.items()}
 
@@ -126,6 +135,57 @@ def open_library(folder: str | os.PathLike, create: bool = False) -> Library:
     from .store.library import Library
 
     return Library.open(folder, create=create)
+
+
+# -- cameras --------------------------------------------------------------------------------------
+def camera_groups(library: Library) -> list[dict]:
+    """The library's camera groups (videos not grouped yet are grouped first; a read-only library:
+    as stored): id, name, confirmed, known, keys, videos, evidence (value: how many videos)."""
+    from .indexing import camera_groups as cg
+
+    return cg.groups(library)
+
+
+def camera_group(library: Library, group_id: int) -> dict:
+    """One group as `strived camera show --json` gives it: evidence, known values, the values
+    estimated from its clips (with the clips and how), its videos."""
+    from .indexing import camera_groups as cg
+
+    return cg.group_details(library, group_id)
+
+
+def set_camera_group(library: Library, group_id: int, *, name: str | None = None,
+                     confirmed: bool | None = None, known: dict[str, float] | None = None,
+                     clear: list[str] | None = None) -> tuple[dict, int | None]:
+    """Rename, confirm, set or clear known values of a group (``CameraError``: nothing changed).
+    Returns (the group, how many of its videos the next index perceives again; None when its
+    known values did not change)."""
+    from .indexing import camera_groups as cg
+
+    return cg.set_group(library, group_id, name=name, confirmed=confirmed, known=known, clear=clear)
+
+
+def reperceive_note(n: int, index: str = "`strived index`") -> str:
+    """The sentence for ``n`` videos the next index (``index``: how the user runs it) perceives
+    again after a group's known values changed."""
+    from .indexing import camera_groups as cg
+
+    return cg.reperceive_note(n, index)
+
+
+def split_camera_group(library: Library, group_id: int, video_ids: list[str],
+                       name: str | None = None) -> int:
+    """Move these videos of a group into a new group (held there); the new group's id."""
+    from .indexing import camera_groups as cg
+
+    return cg.split(library, group_id, video_ids, name)
+
+
+def merge_camera_groups(library: Library, into: int, others: list[int]) -> dict:
+    """Move every video of the groups ``others`` into ``into`` (those go); the merged group."""
+    from .indexing import camera_groups as cg
+
+    return cg.merge(library, into, others)
 
 
 # -- indexing -------------------------------------------------------------------------------------
@@ -161,18 +221,20 @@ def scorer_for(library: Library):
 
 
 __all__ = [
-    "CAMERA_JSON", "Cancelled", "DB_NAME", "DetectorError", "EGO_FIELDS", "EVENTS", "EVENT_KEYS",
-    "FIELD_UNITS", "KEYRING_SERVICE", "KEYRING_USER", "KNOWN_CLASSES", "LLMClient", "LLMError",
-    "LearnRefused", "Library", "OBJECT_FIELDS", "OPS", "RuleError", "RuleLibrary",
-    "RuleLibraryError", "SAMPLE_QUERIES", "SearchHit", "SearchResponse", "StrivedError",
-    "VideoDecodeError", "__version__", "active_versions", "build_sample_library",
-    "build_text_index_in_process", "clip_rows", "describe", "detector_spec_for_path",
+    "CAMERA_JSON", "CAMERA_VALUE_RANGES", "CameraError", "Cancelled", "DB_NAME",
+    "DetectorError", "EGO_FIELDS", "EVENTS", "EVENT_KEYS", "FIELD_UNITS", "KEYRING_SERVICE",
+    "KEYRING_USER", "KNOWN_CLASSES", "LLMClient", "LLMError", "LearnRefused", "Library",
+    "OBJECT_FIELDS", "OPS", "RuleError", "RuleLibrary", "RuleLibraryError", "SAMPLE_QUERIES",
+    "SearchHit", "SearchResponse", "StrivedError", "VideoDecodeError", "__version__",
+    "active_versions", "build_sample_library", "build_text_index_in_process", "camera_group",
+    "camera_groups", "check_camera_values", "clip_rows", "describe", "detector_spec_for_path",
     "ensure_text_index", "explain", "export_results", "fast_copy_available", "field_hints",
     "find_model_file", "find_moved", "gate_witnesses", "hint_text", "index_folder",
     "keep_learned", "learn_from_marks", "library_versions", "load_llm_config", "mark_counts",
-    "missing_videos", "more_like_this", "open_library", "pad_rows", "parse_rule", "relink",
-    "remove_videos", "render_clip", "rule_schema", "sample_scenarios", "scorer_for", "search",
-    "spans_overlap", "survey_videos", "undo_learned",
+    "merge_camera_groups", "missing_videos", "more_like_this", "open_library", "pad_rows",
+    "parse_rule", "relink", "remove_videos", "render_clip", "reperceive_note", "rule_schema",
+    "sample_scenarios", "scorer_for", "search", "set_camera_group", "spans_overlap",
+    "split_camera_group", "survey_videos", "undo_learned",
 ]
 
 

@@ -7,12 +7,9 @@ splits or merges groups, and gives values they know (camera.json keys).
 
 from __future__ import annotations
 
-import statistics
 import sys
-from collections import Counter
 
 from ..errors import StrivedError
-from ..perception.camera_id import video_signature
 from ._common import add_library_arg, print_json, positive_float
 
 
@@ -69,68 +66,26 @@ def _open(args):
     return Library.open(args.library)
 
 
-def refresh(lib) -> dict | None:
-    """Group the library's videos not grouped yet (None when the library is read-only)."""
-    from ..store import cameras  # lazy: loads numpy
+def _groups():
+    from ..indexing import camera_groups  # lazy: loads numpy
 
-    if lib.readonly:
-        return None
-    have = cameras.assigned(lib)
-    sigs = {}
-    for v in lib.list_videos():
-        if v["id"] in have:
-            continue
-        sigs[v["id"]] = video_signature(v)
-    return cameras.refresh(lib, sigs)
-
-
-def _describe(c: dict) -> dict:
-    """A group's evidence over its videos: each value with how many videos show it."""
-    ev: dict[str, Counter] = {}
-    for v in c["videos"]:
-        for k, val in (v.get("evidence") or {}).items():
-            ev.setdefault(k, Counter())[str(val)] += 1
-    return {k: dict(cnt.most_common()) for k, cnt in ev.items()}
-
-
-def estimated(lib, video_ids: list[str]) -> dict:
-    """Camera values perception estimated on these clips (median over the clips with one), with
-    the clips each came from and how each was found (config, road flow, cars, lanes, assumed)."""
-    out: dict = {}
-    cams = {}
-    for vid in video_ids:
-        try:
-            a = lib.get_video(vid, track_ids=[]).info.attrs
-        except KeyError:
-            continue
-        cams[vid] = (a.get("camera") or {}, a.get("ego_motion") or {})
-    for key, src_key in (("focal_px", "focal_source"), ("horizon_y", "horizon_source"),
-                         ("camera_height_m", "height_source")):
-        vals = {v: (c.get(key), c.get(src_key)) for v, (c, _) in cams.items() if isinstance(c.get(key), (int, float))}
-        measured = {v: x for v, x in vals.items() if x[1] not in (None, "default", "assumed_fov")}
-        out[key] = {"value": round(statistics.median(x[0] for x in measured.values()), 3) if measured else None,
-                    "clips": sorted(measured), "sources": dict(Counter(x[1] for x in vals.values())),
-                    "note": None if measured else "unknown: no clip measured it (only the defaults)"}
-    return out
+    return camera_groups
 
 
 def cmd_list(args) -> int:
     with _open(args) as lib:
-        from ..store import cameras  # lazy: loads numpy
-
-        done = refresh(lib)
-        groups = cameras.cameras(lib)
+        groups = _groups().groups(lib)
         if args.json:
             print_json([{k: c[k] for k in ("id", "name", "confirmed", "known", "keys")} |
                         {"videos": [v["video_id"] for v in c["videos"]]} for c in groups])
             return 0
-        if done is None:
+        if lib.readonly:
             print("(read-only library: groups as last stored; new videos are not grouped)", file=sys.stderr)
         if not groups:
             print("no videos in this library")
             return 0
         for c in groups:
-            ev = _describe(c)
+            ev = c["evidence"]
             first = lambda k: next(iter(ev.get(k, {"unknown": 0})))  # noqa: E731
             mark = " (confirmed)" if c["confirmed"] else ""
             known = ", ".join(f"{k}={v:g}" for k, v in c["known"].items())
@@ -143,14 +98,7 @@ def cmd_list(args) -> int:
 
 def cmd_show(args) -> int:
     with _open(args) as lib:
-        from ..store import cameras  # lazy: loads numpy
-
-        refresh(lib)
-        c = cameras.camera(lib, args.id)
-        ids = [v["video_id"] for v in c["videos"]]
-        info = {"id": c["id"], "name": c["name"], "confirmed": c["confirmed"], "keys": c["keys"],
-                "known": c["known"], "evidence": _describe(c), "estimated": estimated(lib, ids),
-                "videos": [{"id": v["video_id"], "grouped_by": v["by"]} for v in c["videos"]]}
+        c = info = _groups().group_details(lib, args.id)
         if args.json:
             print_json(info)
             return 0
@@ -173,46 +121,26 @@ def cmd_set(args) -> int:
                                               ("camera_height_m", "height_m"), ("horizon_frac", "horizon_frac"))
              if getattr(args, a) is not None}
     with _open(args) as lib:
-        from ..store import cameras  # lazy: loads numpy
-
-        refresh(lib)
-        before = cameras.camera(lib, args.id)["known"]
-        c = cameras.update(lib, args.id, name=args.name, confirmed=args.confirmed, known=known, clear=args.clear)
+        cg = _groups()
+        c, again = cg.set_group(lib, args.id, name=args.name, confirmed=args.confirmed, known=known,
+                                clear=args.clear)
         print(f"camera {c['id']}: {c['name']}" + (" (confirmed)" if c["confirmed"] else "")
               + "; known: " + (", ".join(f"{k}={v:g}" for k, v in c["known"].items()) or "none"))
-        if c["known"] != before:
-            print(_reperceive_note(lib, c["id"]))
+        if again is not None:
+            print(cg.reperceive_note(again))
     return 0
-
-
-def _reperceive_note(lib, cid: int) -> str:
-    """What the next `strived index` does for a group whose known values changed."""
-    from ..indexing.known_camera import pending  # lazy: loads numpy
-
-    n = pending(lib, cid)
-    if not n:
-        return ("no video of this camera will be perceived again by the next `strived index` (a "
-                "camera.json beside a video wins over these values; new videos of this camera get them)")
-    return (f"{n} video{'s' if n > 1 else ''} of this camera will be perceived again by the next "
-            "`strived index` (a camera.json beside a video wins over these values)")
 
 
 def cmd_split(args) -> int:
     with _open(args) as lib:
-        from ..store import cameras  # lazy: loads numpy
-
-        refresh(lib)
-        new = cameras.split(lib, args.id, list(dict.fromkeys(args.videos)), args.name)
+        new = _groups().split(lib, args.id, args.videos, args.name)
         print(f"camera {new}: {len(set(args.videos))} video(s) split off camera {args.id}")
     return 0
 
 
 def cmd_merge(args) -> int:
     with _open(args) as lib:
-        from ..store import cameras  # lazy: loads numpy
-
-        refresh(lib)
-        c = cameras.merge(lib, args.id, args.others)
+        c = _groups().merge(lib, args.id, args.others)
         print(f"camera {c['id']}: {len(c['videos'])} video(s) after merging {', '.join(map(str, args.others))}")
     return 0
 
@@ -230,7 +158,7 @@ def video_info(lib, video_id: str) -> dict:
 
     a = rec.info.attrs
     avail = a.get("availability") or {}
-    refresh(lib)   # a video indexed since the last grouping joins its group (read-only: as stored)
+    _groups().refresh(lib)   # a video indexed since the last grouping joins its group (read-only: as stored)
     cam = cameras.camera_of(lib, video_id)
     source, used = stored_source(lib, rec.info.path, a.get("camera"), cam["id"] if cam else None)
     return {"id": video_id, "path": rec.info.path, "size": f"{rec.info.width}x{rec.info.height}",

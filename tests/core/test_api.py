@@ -30,7 +30,8 @@ def test_every_listed_name_is_the_engines_own_object():
     typed = _typed_imports()
     assert set(typed) == set(api._REEXPORTS), "the typed imports and the lookup table differ"
     functions = {"__version__", "open_library", "find_model_file", "search", "explain",
-                 "scorer_for"}
+                 "scorer_for", "camera_groups", "camera_group", "set_camera_group",
+                 "reperceive_note", "split_camera_group", "merge_camera_groups"}
     assert set(api.__all__) == set(api._REEXPORTS) | functions
     for name, (module, attr) in typed.items():
         assert getattr(api, name) is getattr(importlib.import_module(module), attr), name
