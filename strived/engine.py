@@ -13,14 +13,18 @@ from __future__ import annotations
 import time
 from typing import Sequence
 
+from .drive_hits import merge_hits
 from .errors import SourceUnavailable, StrivedError
 from .jobs import CancelFn, ProgressFn
 from .query import parse_query
 from .response import SearchHit, SearchResponse
 from .retrieval.fusion import RRF_K
+from .retrieval.relevance import rerank_by_relevance
+from .retrieval.sources import ensure_text_index
 from .rule_source import (available_fields, json_key, resolve_profile_rules, resolve_query_rule,
                           rule_ranking, rule_unjudged, scorer_for, warm_rule_features)
 from .rules import Rule, parse_rule
+from .rules.explain import explain_video
 from .search_hits import HitBuilder
 from .search_steps import (SearchRun, choose_weights, fuse, route_weights, run_rule_source, run_text_sources,
                            start_text_preload)
@@ -74,11 +78,7 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
     hits = builder.hits()
     run.timings["spans"] = (time.perf_counter() - t0) * 1e3
     if rerank:
-        from .retrieval.relevance import rerank_by_relevance
-
         hits = rerank_by_relevance(hits)
-    from .drive_hits import merge_hits
-
     hits = merge_hits(library, hits)      # an event across a file boundary of a drive: one hit
     run.timings["total"] = (time.perf_counter() - t_all) * 1e3
     return SearchResponse(query=query, hits=hits, rule=run.rule_obj.to_dict() if run.rule_obj else None,
@@ -90,8 +90,6 @@ def search(library, query: str, *, rule: Rule | dict | None = None, event: str |
 
 def explain(library, video_id: str, rule: Rule | dict):
     """Per-track per-frame traces and the peak span of ``rule`` on one video (for the timeline)."""
-    from .rules.explain import explain_video
-
     r = rule if isinstance(rule, Rule) else parse_rule(rule)
     why = scorer_for(library).columns.broken.get(video_id)
     if why:      # its rows cannot be read back (`rules.rowcheck`): said, not a traceback
@@ -106,8 +104,6 @@ def build_text_index(library, progress: ProgressFn = None, cancel: CancelFn = No
     BM25 texts and dense index, then the rule features of every calibrated library rule (so the
     first search of each event needs no feature computation). Returns a notice when a part is
     unavailable."""
-    from .retrieval.sources import ensure_text_index
-
     note = None
     rep = ensure_text_index(library, progress=progress, cancel=cancel)
     if rep.dense_unavailable:

@@ -27,6 +27,10 @@ from typing import Sequence
 
 import numpy as np
 
+from .. import engine
+from ..retrieval import sources as S
+from ..rules import RuleScorer, parse_rule
+from ..store import Library
 from .scale_build import Echo, build, child_env, run_stage
 
 KEYS = ("videos", "build_s", "disk_mb", "open_ms", "first_search_ms", "rss_mb", "search_p50_ms", "search_p95_ms",
@@ -126,11 +130,6 @@ def _built_info(folder: Path) -> dict:
 
 def measure(folder: Path, echo: Echo = print) -> dict:
     """Every figure of `KEYS` but ``build_s``, measured in this process (call it in a new one)."""
-    from .. import engine
-    from ..retrieval import sources as S
-    from ..rules import RuleScorer, parse_rule
-    from ..store import Library
-
     t0 = time.perf_counter()
     lib = Library.open(folder)             # includes SQLite's page check (libraries <= 256 MiB)
     open_ms = (time.perf_counter() - t0) * 1e3
@@ -207,11 +206,6 @@ def memory_parts(folder: Path, echo: Echo = print) -> dict[str, float]:
     one; Linux): the query encoder, the dense index, the BM25 index, availability and profiles,
     the track columns, 10 searches, 30 more, a window never seen before. {part: MB}."""
     import gc
-
-    from .. import engine
-    from ..retrieval import sources as S
-    from ..rules import parse_rule
-    from ..store import Library
 
     def own() -> float:
         with open("/proc/self/status") as fh:

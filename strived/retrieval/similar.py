@@ -19,6 +19,8 @@ import math
 
 import numpy as np
 
+from ..errors import Cancelled
+
 #: the grid every series is resampled onto (s): twice the rate of the shortest rule window (0.4 s)
 GRID_S = 0.2
 #: at most this many points per signature (longer spans take every q-th grid point)
@@ -189,8 +191,6 @@ def best_windows(grid: Grid, units: np.ndarray, owner: np.ndarray, sig: np.ndarr
                                     if len(ego.n) else np.zeros(0, np.int64), ego_sig, q, scales[n_own:])
     for a, b in zip(bounds[:-1], bounds[1:]):
         if cancel is not None and cancel():
-            from ..errors import Cancelled
-
             raise Cancelled()
         ns = n_starts[a:b]
         if int(ns.sum()) == 0:

@@ -23,7 +23,10 @@ import numpy as np
 from ..errors import SourceUnavailable, StrivedError
 from ..jobs import CancelFn, ProgressFn, check_cancel, report
 from .dense import DenseIndex, DenseIndexCorrupt, index_stamp
+from . import tokenize as tok
 from .dense_check import prime_checks
+from .embedders import EmbedderError, HFVisionLanguageEmbedder, MiniLMTextEmbedder
+from .ranked import Ranked
 from .router import RouterResult, route  # noqa: F401  (re-exported for the engine)
 from .sparse import DEFAULT_BACKEND, BM25Index, BM25IndexDamaged
 from .summaries import build_texts, load_summaries, texts_fingerprint
@@ -62,7 +65,6 @@ def get_default_embedder():
     global _default_embedder
     with _lock:
         if _default_embedder is None:
-            from .embedders import MiniLMTextEmbedder
             _default_embedder = MiniLMTextEmbedder()
         return _default_embedder
 
@@ -78,8 +80,6 @@ def library_embedder(library):
     model_dir = choice.get("model_dir")
     if not model_dir:
         return get_default_embedder()
-    from .embedders import HFVisionLanguageEmbedder
-
     key = ("hf", str(model_dir))
     with _lock:
         emb = _hf_embedders.get(key)
@@ -169,8 +169,6 @@ def prime_search_answers(library, idx: DenseIndex | None = None) -> None:
 def _ready_embedder(library, embedder, rep: TextIndexReport, rebuild_dense: bool) -> tuple:
     """(the dense index's embedder, loaded, or None when it cannot be used: said in
     ``rep.dense_unavailable``; whether to rebuild the index: the user chose another embedder)."""
-    from .embedders import EmbedderError
-
     if embedder is None:
         try:
             embedder = library_embedder(library)
@@ -305,8 +303,6 @@ def _bm25_disk_key(library) -> dict:
     import hashlib
     import inspect
 
-    from . import tokenize as tok
-
     n, newest = library.summaries_state()
     last_row = library.last_summary_row()
     global _tokenizer_hash
@@ -389,8 +385,6 @@ def bm25_ranking(library, query: str, top_k: int | None = None,
     idx = _bm25_index(library, backend)
     if not as_ranked:
         return idx.search(query, top_k)
-    from .ranked import Ranked
-
     order, sc = idx.rank(query, top_k)
     ids = getattr(idx, "_ids_arr", None)
     if ids is None:
@@ -418,8 +412,6 @@ def dense_ranking(library, query: str, embedder=None, top_k: int | None = None, 
     Raises SourceUnavailable when the index is empty, DenseIndexMismatch for another embedder.
     ``as_ranked``: the same ranking as a `Ranked` (arrays; what `engine.search` fuses)."""
     if embedder is None:
-        from .embedders import EmbedderError
-
         try:
             embedder = library_embedder(library)
         except EmbedderError as e:
@@ -431,8 +423,6 @@ def dense_ranking(library, query: str, embedder=None, top_k: int | None = None, 
                                          "indexing or import rebuilds it (or `strived check "
                                          "--repair`)") from None
     if len(idx) == 0:
-        from .embedders import EmbedderError
-
         # is the embedder there at all? ("not installed" reads differently from "empty"); asked
         # without loading it where it can say so (loading MiniLM imports torch: seconds)
         check = getattr(embedder, "check_installed", None) or getattr(embedder, "load", None)
@@ -445,8 +435,6 @@ def dense_ranking(library, query: str, embedder=None, top_k: int | None = None, 
                                          "import videos (it is built with the BM25 texts)")
     if not as_ranked:
         return idx.search_videos(_query_vector(embedder, query), top_k)
-    from .ranked import Ranked
-
     codes, sims, rows = idx.rank_videos(_query_vector(embedder, query), top_k)
     ids = getattr(idx, "_ids_arr", None)
     if ids is None or len(ids) != len(idx.video_ids):

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ..errors import StrivedError
 from ..jobs import CancelFn, ProgressFn, check_cancel, report
+from ..records import TRACKS_ENV, max_tracks
 from . import describe
 
 GENERATOR_VERSION = 1
@@ -182,8 +183,6 @@ def build_texts(library, progress: ProgressFn = None, cancel: CancelFn = None, *
 def _oversized(library) -> dict[str, str]:
     """{video_id: reason} of the videos with more tracks than one video's records may hold (stored
     before the limit existed): describing one took minutes, so they get no texts."""
-    from ..records import TRACKS_ENV, max_tracks
-
     cap = max_tracks()
     return {vid: (f"video {vid!r} has {n} tracks, over the limit of {cap} (set {TRACKS_ENV} to raise it): "
                   f"it gets no search texts; remove it with `strived remove {vid}`")

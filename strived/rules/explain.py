@@ -22,12 +22,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..availability import DERIVED_FROM
 from ..records import VideoRecords
 from .kernels import T_EPS, TREND_MAX_GAP_S
 from .model import EGO_FIELDS, OBJECT_FIELDS, Rule, SoftScore
 from .reference import (candidate_tracks, corpus_term_means, ego_known, ego_series, field_known,
                         held_long_enough, longest_held_run, op_holds, score_video, smoothed,
                         track_series)
+from .sequence import fragment_samples, match_sequence
 
 
 @dataclass
@@ -281,8 +283,6 @@ def _gate_results(rule: Rule, units: list[TrackTrace], ego_trace: TrackTrace | N
 
 def ego_sources(rec: VideoRecords, rule: Rule) -> dict[str, str]:
     """{ego field the rule reads: the source of its values in this video}."""
-    from ..availability import DERIVED_FROM
-
     avail = rec.info.attrs.get("availability") if isinstance(rec.info.attrs, dict) else None
     out = {}
     for f in rule.fields():
@@ -392,8 +392,6 @@ def peak_span(rec: VideoRecords, rule: Rule, peak_track: int | None,
     corpus scored (`RuleScorer.term_means`), so that its match is the scorer's."""
 
     if rule.sequence is not None:
-        from .sequence import match_sequence
-
         return match_sequence(rec, rule, term_means).span_s
     tr = None
     if rule.entity.role == "ego":
@@ -441,8 +439,6 @@ def explain_sequence(rec: VideoRecords, rule: Rule, term_means=None) -> Explanat
     each negation's factor and offender, and a trace per unit involved: the per-frame score of each
     step it realised (the step's q) or of the negation it violated. ``term_means``: the expected
     terms over the corpus scored (default: the video alone)."""
-    from .sequence import fragment_samples, match_sequence
-
     m = match_sequence(rec, rule, term_means)
     cols = m.cols
     T = cols.tracks

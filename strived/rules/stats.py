@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..availability import DERIVED_FROM, field_available
 from .columns import TrackColumns
+from .model import ALL_FIELDS, EGO_FIELDS, FIELD_UNITS
+from .scorer import RuleScorer
 
 STAT_FIELDS = ("distance", "loc_x", "abs_loc_x", "loc_z", "lane_rel", "bbox_area", "speed", "yaw_rate",
                "accel", "heading", "jolt")
@@ -67,7 +70,6 @@ def _columns(source) -> TrackColumns:
         return source
     if hasattr(source, "columns"):
         return source.columns
-    from .scorer import RuleScorer
     return RuleScorer(source).columns
 
 
@@ -84,9 +86,6 @@ def field_hints(source, avails: dict[str, dict] | None = None, fields=STAT_FIELD
     no ``value``/``windows``; ``unknown_videos``/``recorded_videos`` count the videos whose
     availability record says the field has no values / says anything about it (videos indexed
     before availability existed say nothing)."""
-    from ..availability import DERIVED_FROM, field_available
-    from .model import ALL_FIELDS, EGO_FIELDS, FIELD_UNITS
-
     cols = _columns(source)
     fields = tuple(fields) + tuple(f for f in ("score",) if f not in fields)
     st = field_stats(cols, fields, windows_s) if cols.n_videos else \

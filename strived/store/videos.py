@@ -11,6 +11,7 @@ import json
 
 import numpy as np
 
+from ..availability import complete_availability
 from ..errors import LibraryError
 from ..records import EGO_FIELDS, OBJECT_FIELDS, VideoRecords
 from .codec import _EGO_COLS, TRACK_COLS, VIDEO_COLS, _blob, _now, records_from_rows
@@ -21,8 +22,6 @@ class VideosMixin:
     # ------------------------------------------------------------------ writes
     def add_video(self, rec: VideoRecords, replace: bool = True) -> None:
         """Store a video's records (row + all tracks) atomically."""
-        from ..availability import complete_availability
-
         v = rec.info
         v.attrs["availability"] = complete_availability(rec)
         with self.transaction():
