@@ -132,7 +132,7 @@ def __getattr__(name: str) -> Any:
 # -- library --------------------------------------------------------------------------------------
 def open_library(folder: str | os.PathLike, create: bool = False) -> Library:
     """``Library.open``: the library in ``folder`` (``create``: a new one if none is there)."""
-    from .store.library import Library
+    from .store.library import Library  # lazy: loads numpy
 
     return Library.open(folder, create=create)
 
@@ -141,7 +141,7 @@ def open_library(folder: str | os.PathLike, create: bool = False) -> Library:
 def camera_groups(library: Library) -> list[dict]:
     """The library's camera groups (videos not grouped yet are grouped first; a read-only library:
     as stored): id, name, confirmed, known, keys, videos, evidence (value: how many videos)."""
-    from .indexing import camera_groups as cg
+    from .indexing import camera_groups as cg  # lazy: loads numpy
 
     return cg.groups(library)
 
@@ -149,7 +149,7 @@ def camera_groups(library: Library) -> list[dict]:
 def camera_group(library: Library, group_id: int) -> dict:
     """One group as `strived camera show --json` gives it: evidence, known values, the values
     estimated from its clips (with the clips and how), its videos."""
-    from .indexing import camera_groups as cg
+    from .indexing import camera_groups as cg  # lazy: loads numpy
 
     return cg.group_details(library, group_id)
 
@@ -160,7 +160,7 @@ def set_camera_group(library: Library, group_id: int, *, name: str | None = None
     """Rename, confirm, set or clear known values of a group (``CameraError``: nothing changed).
     Returns (the group, how many of its videos the next index perceives again; None when its
     known values did not change)."""
-    from .indexing import camera_groups as cg
+    from .indexing import camera_groups as cg  # lazy: loads numpy
 
     return cg.set_group(library, group_id, name=name, confirmed=confirmed, known=known, clear=clear)
 
@@ -168,7 +168,7 @@ def set_camera_group(library: Library, group_id: int, *, name: str | None = None
 def reperceive_note(n: int, index: str = "`strived index`") -> str:
     """The sentence for ``n`` videos the next index (``index``: how the user runs it) perceives
     again after a group's known values changed."""
-    from .indexing import camera_groups as cg
+    from .indexing import camera_groups as cg  # lazy: loads numpy
 
     return cg.reperceive_note(n, index)
 
@@ -176,14 +176,14 @@ def reperceive_note(n: int, index: str = "`strived index`") -> str:
 def split_camera_group(library: Library, group_id: int, video_ids: list[str],
                        name: str | None = None) -> int:
     """Move these videos of a group into a new group (held there); the new group's id."""
-    from .indexing import camera_groups as cg
+    from .indexing import camera_groups as cg  # lazy: loads numpy
 
     return cg.split(library, group_id, video_ids, name)
 
 
 def merge_camera_groups(library: Library, into: int, others: list[int]) -> dict:
     """Move every video of the groups ``others`` into ``into`` (those go); the merged group."""
-    from .indexing import camera_groups as cg
+    from .indexing import camera_groups as cg  # lazy: loads numpy
 
     return cg.merge(library, into, others)
 
@@ -191,7 +191,7 @@ def merge_camera_groups(library: Library, into: int, others: list[int]) -> dict:
 # -- indexing -------------------------------------------------------------------------------------
 def find_model_file(name: str) -> Path:
     """Where the model file ``name`` is (the detector's weights); ``DetectorError`` if nowhere."""
-    from .perception import detect_nanodet
+    from .perception import detect_nanodet  # lazy: loads numpy
 
     return detect_nanodet.find_model_file(name)
 
@@ -200,7 +200,7 @@ def find_model_file(name: str) -> Path:
 def search(library: Library, query: str, **kwargs: Any) -> SearchResponse:
     """``engine.search``: the library ranked for ``query`` (rules, dense and BM25 retrieval fused
     by RRF); ``kwargs`` as there (``rule``, ``top_k``, ``llm``, ``progress``, ``cancel``...)."""
-    from . import engine
+    from . import engine  # lazy: loads numpy
 
     return engine.search(library, query, **kwargs)
 
@@ -208,14 +208,14 @@ def search(library: Library, query: str, **kwargs: Any) -> SearchResponse:
 def explain(library: Library, video_id: str, rule: Any):
     """``engine.explain``: one video's traces, span and peak track under ``rule`` (a ``Rule`` or
     its dict)."""
-    from . import engine
+    from . import engine  # lazy: loads numpy
 
     return engine.explain(library, video_id, rule)
 
 
 def scorer_for(library: Library):
     """``engine.scorer_for``: the rule scorer with the library's calibration."""
-    from . import engine
+    from . import engine  # lazy: loads numpy
 
     return engine.scorer_for(library)
 
