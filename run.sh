@@ -53,7 +53,9 @@ cmd="${1:-demo}"; shift || true
 case "$cmd" in
   setup) setup ;;
   demo)  setup; exec "$VENV/bin/strived" demo "$@" ;;
-  test)  setup; export QT_QPA_PLATFORM=offscreen; exec "$PY" -m pytest -q "$@" ;;
+  # tests run in one worker process per core (pytest-xdist), a test file's tests in the same worker
+  # (module fixtures build once); `bash run.sh test -n 0` runs them in this process
+  test)  setup; export QT_QPA_PLATFORM=offscreen; exec "$PY" -m pytest -q -n auto --dist loadfile "$@" ;;
   lint)  setup; "$VENV/bin/ruff" check --no-cache . && (cd "$ROOT" && "$VENV/bin/lint-imports") ;;
   app)   setup; exec "$VENV/bin/strived-app" "$@" ;;
   strived) setup; exec "$VENV/bin/strived" "$@" ;;
