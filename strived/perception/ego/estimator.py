@@ -15,6 +15,7 @@ import numpy as np
 
 from ..geometry import CameraModel
 from .config import EGO, EgoConfig
+from .frame_cache import FrameCache
 from .horizon import fuse_horizon
 from .noise_floor import free_flow
 from .pairs import Evidence, PairStep
@@ -52,6 +53,7 @@ class EgoMotionEstimator:
         self.scenery = Scenery(config)        # where background corners moved with the scene
         self._last_q: np.ndarray | None = None
         self._pending: list = []              # pairs waiting for their road fit
+        self._frames = FrameCache()           # the road fit's per-frame levels (each frame is in two pairs)
         self._sky_stats: list[tuple[float, float, float, float]] = []  # top/bottom third brightness, texture
         self.car_obs: list[tuple[float, float]] = []      # (box bottom y, box height), full-frame px
         self.focal_obs: list[float] = []                  # focal lengths measured from turns (px)
@@ -95,10 +97,10 @@ class EgoMotionEstimator:
     def _box_mask(self, shape, boxes_px: np.ndarray, pad: int = 4) -> np.ndarray:
         h, w = shape
         mask = np.full((h, w), 255, np.uint8)
-        for b in boxes_px * self._scale:
-            if not np.all(np.isfinite(b)):
-                continue
-            x1, y1, x2, y2 = (int(round(v)) for v in b)
+        bs = boxes_px * self._scale
+        bs = bs[np.all(np.isfinite(bs), axis=1)]
+        # round half to even, as round() does; clipped far outside any image (same slices)
+        for x1, y1, x2, y2 in np.clip(np.rint(bs), -1e9, 1e9).astype(np.int64).tolist():
             mask[max(0, y1 - pad):max(0, y2 + pad), max(0, x1 - pad):max(0, x2 + pad)] = 0
         return mask
 
@@ -199,9 +201,10 @@ class EgoMotionEstimator:
         mask = self._box_mask(gray.shape, prev_boxes)
         static = self.static_mask()
         coarse_mask = mask.copy()
+        occluder = None if static is None else cv2.dilate(static, np.ones((9, 9), np.uint8))
         if static is not None:
             # blurred pyramid levels spread an overlay's edges: keep well away from it
-            mask[cv2.dilate(static, np.ones((9, 9), np.uint8)) > 0] = 0
+            mask[occluder > 0] = 0
             coarse_mask[cv2.dilate(static, np.ones((25, 25), np.uint8)) > 0] = 0
             step.static_px = int((static > 0).sum())
         hz = self.current_horizon(cam)
@@ -215,8 +218,8 @@ class EgoMotionEstimator:
             self._last_q = None
             return
         w0 = step.rates[0] * dt if np.isfinite(step.rates[0]) else 0.0
-        occluder = None if static is None else cv2.dilate(static, np.ones((9, 9), np.uint8))
-        init, n_tex = coarse_search(prev, gray, coarse_mask, s, cam, hz, dt, w0, self._last_q, occluder, cfg)
+        init, n_tex = coarse_search(prev, gray, coarse_mask, s, cam, hz, dt, w0, self._last_q, occluder, cfg,
+                                    cache=self._frames)
         step.road_pixels = n_tex
         if init is None:
             self._last_q = None
@@ -229,7 +232,8 @@ class EgoMotionEstimator:
                               cam.camera_height_m, init, fit_horizon=True,
                               horizon_sd=max(self.horizon_sd(cam), cfg.PITCH_JITTER_PX) if informative else 0.3,
                               occluder=occluder,
-                              free_flow=lambda yh: free_flow(prev, gray, int(yh * s) - 8, cfg), cfg=cfg)
+                              free_flow=lambda yh: free_flow(prev, gray, int(yh * s) - 8, cfg), cfg=cfg,
+                              cache=self._frames)
         if g is not None:
             step.fit_ratio, step.resid_still = g["ratio"], g["resid_still"]
         if g is not None and fit_ok(g, dt, cam, cfg):

@@ -92,11 +92,9 @@ def ground_homography_jacobian(pts: np.ndarray, q, f: float, cx: float, yh: floa
     z = np.where(np.abs(z) < 1e-9, 1e-9, z)
     iz = 1.0 / z
     uv = xh[:, :2] * iz[:, None]
-    m = len(mats)
-    J = np.empty((len(pts), 2, m))
-    for i in range(m):
-        c0 = 3 * (i + 1)
-        J[:, 0, i] = (xh[:, c0] - uv[:, 0] * xh[:, c0 + 2]) * iz
-        J[:, 1, i] = (xh[:, c0 + 1] - uv[:, 1] * xh[:, c0 + 2]) * iz
+    d = xh[:, 3:].reshape(len(pts), len(mats), 3)  # each derivative matrix's image of the points
+    J = np.empty((len(pts), 2, len(mats)))
+    J[:, 0] = (d[..., 0] - uv[:, 0:1] * d[..., 2]) * iz[:, None]
+    J[:, 1] = (d[..., 1] - uv[:, 1:2] * d[..., 2]) * iz[:, None]
     return uv, J
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from .config import EGO, EgoConfig
 from .homography import ground_homography_apply
+from .numeric import median
 
 
 def free_flow(prev: np.ndarray, gray: np.ndarray, top_row: int = 0, cfg: EgoConfig = EGO) -> np.ndarray | None:
@@ -83,13 +84,13 @@ def free_floor(ff: np.ndarray | None, g_l: np.ndarray, tmpl: np.ndarray, x0: np.
     in_f = ((mxf >= 1) & (myf >= 1) & (mxf <= Wl - 2) & (myf <= Hl - 2)).ravel() & inside
     if in_f.sum() >= 30:
         rf = (cv2.remap(g_l, mxf, myf, cv2.INTER_LINEAR).ravel() - tmpl)[in_f]
-        resid_free = float(np.median(np.abs(rf - np.median(rf))))
+        resid_free = float(median(np.abs(rf - median(rf))))
         # does the free flow see the plane's motion? (its floor means nothing otherwise)
         dpl = (x2 - x0.astype(np.float64))[in_f]
         dfr = np.stack([fx.ravel(), fy.ravel()], 1)[in_f]
-        free_epe = float(np.median(np.hypot(*(dfr - dpl).T)))
+        free_epe = float(median(np.hypot(*(dfr - dpl).T)))
         # the part of the plane's flow its translation makes (rotation alone: tx = tz = 0)
         q_rot = np.array([q[0], 0.0, 0.0, q[3]])
         x_rot = ground_homography_apply(full, q_rot, f, cx, yh, h) * k - 0.5
-        trans_flow = float(np.median(np.hypot(*(x2 - x_rot)[in_f].T)))
+        trans_flow = float(median(np.hypot(*(x2 - x_rot)[in_f].T)))
     return resid_free, free_epe, trans_flow

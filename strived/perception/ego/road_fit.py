@@ -15,8 +15,10 @@ import numpy as np
 
 from ..geometry import CameraModel
 from .config import EGO, EgoConfig
+from .frame_cache import FrameCache
 from .homography import ground_homographies, ground_homography_apply, ground_homography_jacobian
 from .noise_floor import fit_ratio, free_floor
+from .numeric import median
 
 
 def fit_ok(g: dict, dt: float, cam: CameraModel, cfg: EgoConfig = EGO) -> bool:
@@ -40,22 +42,31 @@ def fit_ok(g: dict, dt: float, cam: CameraModel, cfg: EgoConfig = EGO) -> bool:
 
 
 
-def coarse_search(prev, gray, road_mask, scale: float, cam: CameraModel, hz: float, dt: float,
-                  w0: float, q_prev: np.ndarray | None, occluder: np.ndarray | None = None, cfg: EgoConfig = EGO):
-    """Best (w, 0, tz, 0) on a grid by photometric error of textured road pixels at 1/4 scale.
-
-    Returns (q or None, number of textured road pixels at work scale)."""
+def _small(img: np.ndarray) -> np.ndarray:
+    """The coarse search's 1/4-scale blurred copy of a frame."""
     import cv2
 
-    n_tex = int(((road_mask > 0) & (grad_mag(prev) > cfg.GRAD_MIN)).sum())
+    return cv2.resize(cv2.GaussianBlur(img, (0, 0), 2.0), None, fx=0.25, fy=0.25, interpolation=cv2.INTER_AREA)
+
+
+def coarse_search(prev, gray, road_mask, scale: float, cam: CameraModel, hz: float, dt: float,
+                  w0: float, q_prev: np.ndarray | None, occluder: np.ndarray | None = None, cfg: EgoConfig = EGO,
+                  cache: FrameCache | None = None):
+    """Best (w, 0, tz, 0) on a grid by photometric error of textured road pixels at 1/4 scale.
+
+    ``cache`` keeps the frames' small copies for the next pair. Returns (q or None, number of
+    textured road pixels at work scale)."""
+    import cv2
+
+    n_tex = len(textured(*sobel8(prev), road_mask, cfg.GRAD_MIN)[0])
     if n_tex < cfg.ROAD_MIN_PIXELS:
         return None, n_tex
     c = 0.25
-    p_small = cv2.resize(cv2.GaussianBlur(prev, (0, 0), 2.0), None, fx=c, fy=c, interpolation=cv2.INTER_AREA)
-    g_small = cv2.resize(cv2.GaussianBlur(gray, (0, 0), 2.0), None, fx=c, fy=c, interpolation=cv2.INTER_AREA)
+    cache = cache or FrameCache()
+    p_small = cache.get(prev, "small", _small)
+    g_small = cache.get(gray, "small", _small)
     m_small = cv2.resize(road_mask, (p_small.shape[1], p_small.shape[0]), interpolation=cv2.INTER_NEAREST)
-    grad = grad_mag(p_small)
-    ys, xs = np.nonzero((m_small > 0) & (grad > 1.0))
+    ys, xs, _ = textured(*sobel8(p_small), m_small, 1.0)
     if len(xs) < 20:
         return None, n_tex
     if len(xs) > 800:
@@ -77,7 +88,7 @@ def coarse_search(prev, gray, road_mask, scale: float, cam: CameraModel, hz: flo
     z = np.where(np.abs(x[..., 2]) < 1e-9, 1e-9, x[..., 2])
     mx = (x[..., 0] / z * (c * scale) - 0.5).astype(np.float32)
     my = (x[..., 1] / z * (c * scale) - 0.5).astype(np.float32)
-    vals1 = cv2.remap(g_small.astype(np.float32), mx, my, cv2.INTER_LINEAR)
+    vals1 = cv2.remap(cache.get(gray, "small32", lambda im: g_small.astype(np.float32)), mx, my, cv2.INTER_LINEAR)
     inside = (mx >= 0) & (my >= 0) & (mx <= g_small.shape[1] - 1) & (my <= g_small.shape[0] - 1) & (z > 0)
     if occluder is not None:  # landing on a static overlay in the second frame: no evidence
         occ = cv2.resize(occluder, (g_small.shape[1], g_small.shape[0]), interpolation=cv2.INTER_AREA)
@@ -104,13 +115,32 @@ def strongest(vals: np.ndarray, k: int) -> np.ndarray:
     return np.sort(np.concatenate([above, tied]))
 
 
-def grad_mag(img: np.ndarray) -> np.ndarray:
+def sobel8(img: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The image's x and y Sobel gradients / 8 (float32)."""
     import cv2
 
     f = img.astype(np.float32)
-    gx = cv2.Sobel(f, cv2.CV_32F, 1, 0, ksize=3) / 8.0
-    gy = cv2.Sobel(f, cv2.CV_32F, 0, 1, ksize=3) / 8.0
-    return np.hypot(gx, gy)
+    return cv2.Sobel(f, cv2.CV_32F, 1, 0, ksize=3) / 8.0, cv2.Sobel(f, cv2.CV_32F, 0, 1, ksize=3) / 8.0
+
+
+def grad_mag(img: np.ndarray) -> np.ndarray:
+    """Gradient magnitude of the whole image (``textured`` evaluates it on a mask's pixels)."""
+    return np.hypot(*sobel8(img))
+
+
+def textured(gx: np.ndarray, gy: np.ndarray, mask: np.ndarray, thr: float):
+    """Rows, columns (row-major, as ``np.nonzero``) and gradient magnitudes of the pixels inside
+    ``mask`` whose magnitude exceeds ``thr``: ``grad_mag`` evaluated on the mask's pixels only."""
+    rows = np.flatnonzero(mask.any(axis=1))
+    if len(rows) == 0:
+        return np.zeros(0, np.intp), np.zeros(0, np.intp), np.zeros(0, np.float32)
+    y0, y1 = int(rows[0]), int(rows[-1]) + 1    # the mask's bounding box
+    cols = np.flatnonzero(mask[y0:y1].any(axis=0))
+    x0, x1 = int(cols[0]), int(cols[-1]) + 1
+    mag = np.hypot(gx[y0:y1, x0:x1], gy[y0:y1, x0:x1])
+    sel = (mask[y0:y1, x0:x1] > 0) & (mag > thr)
+    ys, xs = np.nonzero(sel)
+    return ys + y0, xs + x0, mag[sel]
 
 
 
@@ -130,36 +160,44 @@ class _Level:
     full: np.ndarray
 
 
+def _frame_level(img: np.ndarray, lv: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The blurred level ``lv`` of one frame (float32) and its Sobel gradients (/ 8)."""
+    import cv2
+
+    if lv < 1.0:
+        i_l = cv2.resize(cv2.GaussianBlur(img, (0, 0), 0.5 / lv), None, fx=lv, fy=lv, interpolation=cv2.INTER_AREA)
+    else:
+        i_l = cv2.GaussianBlur(img, (3, 3), 0.8)
+    i_l = i_l.astype(np.float32)
+    gx = cv2.Sobel(i_l, cv2.CV_32F, 1, 0, ksize=3) / 8.0
+    gy = cv2.Sobel(i_l, cv2.CV_32F, 0, 1, ksize=3) / 8.0
+    return i_l, gx, gy
+
+
 def _level(prev: np.ndarray, gray: np.ndarray, road_mask: np.ndarray, occluder: np.ndarray | None,
-           lv: float, scale: float, max_points: int, cfg: EgoConfig) -> _Level | None:
+           lv: float, scale: float, max_points: int, cfg: EgoConfig, cache: FrameCache) -> _Level | None:
     """The level ``lv`` of the pair, or None when its road has too little texture."""
     import cv2
 
     k = lv * scale  # full-frame px -> level px
+    p_l, pgx, pgy = cache.get(prev, ("level", lv), lambda im: _frame_level(im, lv))
+    g_l, gx2, gy2 = cache.get(gray, ("level", lv), lambda im: _frame_level(im, lv))
+    m_l = road_mask
     if lv < 1.0:
-        p_l = cv2.resize(cv2.GaussianBlur(prev, (0, 0), 0.5 / lv), None, fx=lv, fy=lv, interpolation=cv2.INTER_AREA)
-        g_l = cv2.resize(cv2.GaussianBlur(gray, (0, 0), 0.5 / lv), None, fx=lv, fy=lv, interpolation=cv2.INTER_AREA)
         m_l = cv2.resize(road_mask, (p_l.shape[1], p_l.shape[0]), interpolation=cv2.INTER_NEAREST)
-    else:
-        p_l, g_l, m_l = cv2.GaussianBlur(prev, (3, 3), 0.8), cv2.GaussianBlur(gray, (3, 3), 0.8), road_mask
     occ_l = None
     if occluder is not None:
         occ_l = cv2.resize(occluder, (p_l.shape[1], p_l.shape[0]), interpolation=cv2.INTER_AREA)
         occ_l = cv2.dilate(occ_l, np.ones((3, 3), np.uint8)) if lv < 1.0 else occ_l
-    p_l = p_l.astype(np.float32)
-    g_l = g_l.astype(np.float32)
-    mag = grad_mag(p_l)
-    ys, xs = np.nonzero((m_l > 0) & (mag > cfg.GRAD_MIN))
+    ys, xs, mag = textured(pgx, pgy, m_l, cfg.GRAD_MIN)
     if len(xs) < 40:
         return None
     if len(xs) > max_points:
-        order = strongest(mag[ys, xs], max_points * 2)
+        order = strongest(mag, max_points * 2)
         order = order[np.linspace(0, len(order) - 1, max_points).astype(int)]
         ys, xs = ys[order], xs[order]
     tmpl = p_l[ys, xs]
     full = (np.stack([xs, ys], 1).astype(np.float64) + 0.5) / k
-    gx2 = cv2.Sobel(g_l, cv2.CV_32F, 1, 0, ksize=3) / 8.0
-    gy2 = cv2.Sobel(g_l, cv2.CV_32F, 0, 1, ksize=3) / 8.0
     return _Level(lv, k, g_l, gx2, gy2, occ_l, tmpl, full)
 
 
@@ -193,13 +231,14 @@ def _gauss_newton(L: _Level, q: np.ndarray, geom: tuple[float, float, float], yh
         _, dxy = ground_homography_jacobian(full[inside], q, f, cx, yh, h, with_horizon=fit_horizon)
         J[:, :npar] = (ix[:, None] * dxy[:, 0] + iy[:, None] * dxy[:, 1]) * k
         J[:, npar] = -1.0
-        sig = 1.4826 * np.median(np.abs(r - np.median(r))) + 1e-3
+        sig = 1.4826 * median(np.abs(r - median(r))) + 1e-3
         cth = 1.345 * max(sig, 1.0)
         a = np.abs(r)
         wts = np.where(a <= cth, 1.0, cth / np.maximum(a, 1e-9))
         s2 = max(sig, 1.0) ** 2
-        A = (J * wts[:, None]).T @ J / s2
-        g = (J * wts[:, None]).T @ r / s2
+        Jw = (J * wts[:, None]).T
+        A = Jw @ J / s2
+        g = Jw @ r / s2
         A_data = A.copy()
         for pi in range(4):
             if np.isfinite(prior_sd[pi]):
@@ -224,6 +263,26 @@ def _gauss_newton(L: _Level, q: np.ndarray, geom: tuple[float, float, float], yh
     return yh, bright, A, A_data
 
 
+def _fit_exists(L: _Level, q: np.ndarray, geom: tuple[float, float, float], yh, A: np.ndarray,
+                A_data: np.ndarray, fit_horizon: bool) -> bool:
+    """Does ``_level_fit`` give statistics here (its pixels stay in the frame, its normal matrices
+    invert)? The same tests, without the statistics."""
+    f, cx, h = geom
+    Wl, Hl = L.g_l.shape[1], L.g_l.shape[0]
+    x2 = ground_homography_apply(L.full, q, f, cx, yh, h) * L.k - 0.5
+    mx = x2[:, 0].astype(np.float32)
+    my = x2[:, 1].astype(np.float32)
+    if ((mx >= 1) & (my >= 1) & (mx <= Wl - 2) & (my <= Hl - 2)).sum() < 30:
+        return False
+    try:
+        np.linalg.inv(A)
+        if fit_horizon:
+            np.linalg.inv(A_data + 1e-9 * np.eye(len(A_data)))
+    except np.linalg.LinAlgError:
+        return False
+    return True
+
+
 def _level_fit(L: _Level, q: np.ndarray, geom: tuple[float, float, float], yh, bright, A: np.ndarray,
                A_data: np.ndarray, fit_horizon: bool, free_flow, cfg: EgoConfig) -> dict | None:
     """The fit's statistics at the level it reached (see ``direct_ground_fit``), or None when its
@@ -244,7 +303,7 @@ def _level_fit(L: _Level, q: np.ndarray, geom: tuple[float, float, float], yh, b
     x0 = (full * k - 0.5).astype(np.float32)
     same = (cv2.remap(g_l, x0[:, 0].reshape(1, -1), x0[:, 1].reshape(1, -1),
                       cv2.INTER_LINEAR).ravel() - tmpl)[inside]
-    sig = 1.4826 * np.median(np.abs(r - np.median(r))) + 1e-3
+    sig = 1.4826 * median(np.abs(r - median(r))) + 1e-3
     try:
         cov_full = np.linalg.inv(A)
         var_h_data = float(np.linalg.inv(A_data + 1e-9 * np.eye(npar + 1))[4, 4]) if fit_horizon else math.nan
@@ -252,8 +311,8 @@ def _level_fit(L: _Level, q: np.ndarray, geom: tuple[float, float, float], yh, b
         return None
     # the floor is needed only where the raw ratio could matter (above FREE_MIN_RAW_RATIO every
     # decision on it is unchanged); the dense flow costs ~6 ms a pair
-    resid = float(np.median(np.abs(r)))
-    resid_still = float(np.median(np.abs(same - np.median(same))))
+    resid = float(median(np.abs(r)))
+    resid_still = float(median(np.abs(same - median(same))))
     raw = resid / max(resid_still, 1e-6)
     ff = free_flow(yh) if free_flow is not None and L.lv == 1.0 and raw > cfg.FREE_MIN_RAW_RATIO else None
     resid_free, free_epe, trans_flow = free_floor(ff, g_l, tmpl, x0, x2, inside, full, k, q, (f, cx, yh, h))
@@ -276,7 +335,8 @@ def direct_ground_fit(prev: np.ndarray, gray: np.ndarray, road_mask: np.ndarray,
                       f: float, cx: float, yh: float, h: float, q0: np.ndarray,
                       levels=(0.25, 0.5, 1.0), max_points: int = 2000, iters: int = 8,
                       fit_horizon: bool = False, horizon_sd: float = 5.0,
-                      occluder: np.ndarray | None = None, free_flow=None, cfg: EgoConfig = EGO) -> dict | None:
+                      occluder: np.ndarray | None = None, free_flow=None, cfg: EgoConfig = EGO,
+                      cache: FrameCache | None = None) -> dict | None:
     """Photometric (direct) fit of the ground-plane motion ``q = (w, tx, tz, p)`` over road pixels.
 
     Coarse to fine over ``levels`` (fractions of the work image): textured pixels of ``prev`` inside
@@ -289,20 +349,24 @@ def direct_ground_fit(prev: np.ndarray, gray: np.ndarray, road_mask: np.ndarray,
     With ``free_flow`` (``horizon ->`` dense flow prev -> gray in work px, or None), also the
     residual of that flow on the same pixels (``resid_free``: the noise floor the planar model is
     judged against). ``ratio`` (``noise_floor.fit_ratio``) is the share of the change the fit leaves
-    unexplained.
+    unexplained. ``cache`` keeps the frames' levels for the next pair (each frame is in two).
     """
+    cache = cache or FrameCache()
     q = np.asarray(q0, dtype=np.float64).copy()
     yh0 = float(yh)
     bright = 0.0
-    out = None
+    last = None  # the last level fitted: its statistics are the result (a coarser level's are not used)
     for lv in levels:
-        L = _level(prev, gray, road_mask, occluder, lv, scale, max_points, cfg)
+        L = _level(prev, gray, road_mask, occluder, lv, scale, max_points, cfg, cache)
         if L is None:
             continue
         yh, bright, A, A_data = _gauss_newton(L, q, (f, cx, h), yh, yh0, bright, iters, fit_horizon, horizon_sd)
         if A is None:
             continue
-        out = _level_fit(L, q, (f, cx, h), yh, bright, A, A_data, fit_horizon, free_flow, cfg)
-        if out is None:
-            return None
-    return out
+        if not _fit_exists(L, q, (f, cx, h), yh, A, A_data, fit_horizon):
+            return None  # what ``_level_fit`` would say at this level
+        last = (L, q.copy(), yh, bright, A, A_data)
+    if last is None:
+        return None
+    L, q, yh, bright, A, A_data = last
+    return _level_fit(L, q, (f, cx, h), yh, bright, A, A_data, fit_horizon, free_flow, cfg)
