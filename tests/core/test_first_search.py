@@ -5,7 +5,6 @@ were done beforehand on the calling thread."""
 
 from __future__ import annotations
 
-import hashlib
 import threading
 
 import numpy as np
@@ -14,30 +13,22 @@ from strived import engine, search_steps
 from strived.evaluation.synth import make_video
 from strived.retrieval import sources
 from strived.store import Library
+from tests.faults.conftest import HashEmbedder
 
 QUERY = "a car cuts into our lane from the right"
 
 
-class CountingEmbedder:
-    """Bag of hashed words -> unit vector (instant, no model files); records each call and the
-    thread that made it."""
+class CountingEmbedder(HashEmbedder):
+    """The tests' hashed bag-of-words embedder that records each call and the thread that made it."""
 
-    name, version, dim, kind = "hash-first-search", "1", 32, "text-of-perception"
+    name, dim = "hash-first-search", 32
 
     def __init__(self):
         self.calls: list[tuple[list[str], str]] = []
 
     def embed_texts(self, texts):
         self.calls.append((list(texts), threading.current_thread().name))
-        out = np.zeros((len(texts), self.dim), np.float32)
-        for i, t in enumerate(texts):
-            for w in str(t).lower().split():
-                out[i, int(hashlib.md5(w.encode()).hexdigest(), 16) % self.dim] += 1.0
-        out[:, 0] += 1e-3
-        return out / np.linalg.norm(out, axis=1, keepdims=True)
-
-    def embed_segments(self, video, segs):
-        return self.embed_texts([s[3] for s in segs])
+        return super().embed_texts(texts)
 
 
 def _fresh_process_state():
